@@ -1,0 +1,140 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { GatewayConfig } from '../config/index.js';
+import { BadRequestError, ForbiddenError, UnauthorizedError } from '../errors/errors.js';
+import type { Logger } from '../log/index.js';
+import type { PermissionEngine } from '../permissions/permission-engine.js';
+import type { TokenRecord, UserRecord } from '../store/index.js';
+import type { UserService } from '../users/user-service.js';
+import type { LoginThrottle } from './login-throttle.js';
+import type { PasswordHasher } from './passwords.js';
+import { tokenFingerprint, type TokenService } from './token-service.js';
+
+/** Who is calling, once a credential checked out. */
+export interface Principal {
+  userId: string;
+  username: string;
+  method: 'token' | 'basic';
+  /** Set for token credentials. */
+  token?: TokenRecord;
+}
+
+export interface LoginInput {
+  username: string;
+  password: string;
+  expireTimeInHours?: number;
+  label?: string;
+}
+
+/** One message for every failed login, so an answer never tells whether a username exists. */
+const LOGIN_FAILED = 'invalid username or password';
+
+export function createAuthService(deps: {
+  users: UserService;
+  tokens: TokenService;
+  hasher: PasswordHasher;
+  throttle: LoginThrottle;
+  engine: PermissionEngine;
+  config: GatewayConfig['auth'];
+  log: Logger;
+}) {
+  const { users, tokens, hasher, throttle, engine, config, log } = deps;
+
+  /** Checks a username and password with brute-force throttling; throws 401 or 429. */
+  async function checkPassword(username: string, password: string, via: string): Promise<UserRecord> {
+    await throttle.before(username);
+    const user = users.findByUsername(username);
+    const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
+    const ok = (await hasher.verify(passwordAllowed ? user.passwordHash : undefined, password)) && passwordAllowed;
+    if (!ok || !user) {
+      throttle.failed(username);
+      log.audit('login failed', { username, via });
+      throw new UnauthorizedError(LOGIN_FAILED);
+    }
+    throttle.succeeded(username);
+    return user;
+  }
+
+  function lifetime(hours: number | undefined): number {
+    if (hours === undefined) return config.tokenLifetimeHours;
+    if (hours > config.maxTokenLifetimeHours) {
+      throw new BadRequestError(`expireTimeInHours must not exceed ${config.maxTokenLifetimeHours}`);
+    }
+    return hours;
+  }
+
+  return {
+    checkPassword,
+
+    async login(input: LoginInput) {
+      const hours = lifetime(input.expireTimeInHours);
+      const user = await checkPassword(input.username, input.password, 'login');
+      const mustEnroll = user.enforceMFAEnrollment && !user.mfa.enrolled;
+      const { token, record } = await tokens.issue(user.id, {
+        lifetimeHours: hours,
+        scope: mustEnroll ? 'mfa-enrollment' : 'full',
+        ...(input.label !== undefined ? { label: input.label } : {}),
+      });
+      log.audit('login', { userId: user.id, username: user.username, tokenFingerprint: record.fingerprint.slice(0, 12), scope: record.scope });
+      return {
+        token,
+        expiresAt: record.expiresAt,
+        permissions: engine.grantsOf(user.id),
+        needsMfa: false,
+        enforceMFAEnrollment: mustEnroll,
+      };
+    },
+
+    /** Revokes the token if it is live; unknown tokens are accepted silently (idempotent). */
+    async logout(token: string): Promise<void> {
+      const record = tokens.verify(token);
+      if (!record) return;
+      await tokens.revoke(record.userId, [record.fingerprint]);
+      log.audit('logout', { userId: record.userId, tokenFingerprint: record.fingerprint.slice(0, 12) });
+    },
+
+    /**
+     * Resolves an Authorization header (Bearer token or HTTP Basic). Missing, malformed,
+     * unknown or expired credentials: 401.
+     */
+    async authenticate(header: string | undefined): Promise<Principal> {
+      if (!header) throw new UnauthorizedError('authentication required: send Authorization: Bearer <token> or Basic credentials');
+      const space = header.indexOf(' ');
+      const scheme = header.slice(0, space).toLowerCase();
+      const value = header.slice(space + 1).trim();
+      if (space > 0 && scheme === 'bearer') {
+        const record = tokens.verify(value);
+        if (!record) throw new UnauthorizedError('token is unknown or expired');
+        // The lookup was by hash; comparing again in constant time costs nothing and keeps
+        // the equality check itself free of timing differences.
+        if (!timingSafeEqual(Buffer.from(record.fingerprint), Buffer.from(tokenFingerprint(value)))) {
+          throw new UnauthorizedError('token is unknown or expired');
+        }
+        const user = users.find(record.userId);
+        if (!user) throw new UnauthorizedError('token is unknown or expired');
+        return { userId: user.id, username: user.username, method: 'token', token: record };
+      }
+      if (space > 0 && scheme === 'basic') {
+        const decoded = Buffer.from(value, 'base64').toString('utf8');
+        const colon = decoded.indexOf(':');
+        if (colon < 1) throw new UnauthorizedError('malformed Basic credentials');
+        const user = await checkPassword(decoded.slice(0, colon), decoded.slice(colon + 1), 'basic');
+        if (user.enforceMFAEnrollment && !user.mfa.enrolled) {
+          throw new ForbiddenError('MFA enrollment is required: log in with POST /api/login and enroll');
+        }
+        return { userId: user.id, username: user.username, method: 'basic' };
+      }
+      throw new UnauthorizedError('unsupported Authorization scheme: use Bearer or Basic');
+    },
+
+    session(principal: Principal) {
+      const user = users.getOrThrow(principal.userId);
+      return {
+        username: user.username,
+        expiresAt: principal.token?.expiresAt ?? '',
+        permissions: engine.grantsOf(user.id),
+        mfa: { enabled: user.mfa.enrolled, enforced: user.enforceMFAEnrollment },
+      };
+    },
+  };
+}
+export type AuthService = ReturnType<typeof createAuthService>;

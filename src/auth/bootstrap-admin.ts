@@ -1,0 +1,82 @@
+import { randomInt } from 'node:crypto';
+import { join } from 'node:path';
+import type { GatewayConfig } from '../config/index.js';
+import { ConfigError } from '../config/index.js';
+import { AppError } from '../errors/errors.js';
+import type { Logger } from '../log/index.js';
+import type { RoleService } from '../roles/role-service.js';
+import type { Store } from '../store/index.js';
+import { writeFileAtomic } from '../store/write-file-atomic.js';
+import type { UserService } from '../users/user-service.js';
+import { checkPasswordPolicy } from './policy.js';
+
+export const INITIAL_ADMIN_PASSWORD_FILE = 'initial-admin-password';
+export const ADMIN_ROLE_NAME = 'admin';
+
+const alphabets = {
+  lower: 'abcdefghijkmnopqrstuvwxyz',
+  upper: 'ABCDEFGHJKLMNPQRSTUVWXYZ',
+  numeric: '23456789',
+  symbol: '-_.!@#%+=',
+};
+
+/** A random password that satisfies the policy (at least 20 characters, every class present). */
+export function generatePassword(policy: GatewayConfig['policy']['password']): string {
+  const chars: string[] = [];
+  const pick = (set: string) => set[randomInt(set.length)]!;
+  for (const cls of ['lower', 'upper', 'numeric', 'symbol'] as const) {
+    for (let i = 0; i < Math.max(policy[cls], 2); i++) chars.push(pick(alphabets[cls]));
+  }
+  const all = alphabets.lower + alphabets.upper + alphabets.numeric;
+  while (chars.length < Math.max(policy.min, 20)) chars.push(pick(all));
+  for (let i = chars.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [chars[i], chars[j]] = [chars[j]!, chars[i]!];
+  }
+  return chars.join('');
+}
+
+/**
+ * First start: role `admin` (http /api/# and mqtt # readWrite) and user `admin`. The password
+ * is GATEWAYD_ADMIN_PASSWORD (auth.adminPassword) when set, else random and written to
+ * <data>/initial-admin-password (0600) — named in the log, never printed.
+ */
+export async function bootstrapAdmin(deps: {
+  store: Store;
+  users: UserService;
+  roles: RoleService;
+  config: GatewayConfig;
+  log: Logger;
+}): Promise<void> {
+  const { store, users, roles, config, log } = deps;
+  if (store.meta.get('bootstrapped')) return;
+  const given = config.auth.adminPassword;
+  if (given) {
+    try {
+      checkPasswordPolicy(config.policy.password, given);
+    } catch (err) {
+      throw new ConfigError('auth.adminPassword', err instanceof AppError ? err.message : String(err));
+    }
+  }
+  const password = given || generatePassword(config.policy.password);
+  const existing = roles.list({ name: ADMIN_ROLE_NAME })[0];
+  const role =
+    existing ??
+    (await roles.create({
+      name: ADMIN_ROLE_NAME,
+      isShared: true,
+      permissions: [
+        { resource: '/api/#', operation: 'readWrite', context: 'http' },
+        { resource: '#', operation: 'readWrite', context: 'mqtt' },
+      ],
+    }));
+  if (!users.findByUsername('admin')) {
+    if (!given) {
+      const file = join(config.dataDir, INITIAL_ADMIN_PASSWORD_FILE);
+      writeFileAtomic(file, password + '\n', 0o600);
+      log.info('initial admin password written', { file });
+    }
+    await users.create({ username: 'admin', password, identityProvider: 'local', roles: [role.id] });
+  }
+  await store.meta.put('bootstrapped', true);
+}

@@ -1,0 +1,70 @@
+import { ForbiddenError, UnauthorizedError } from '../errors/errors.js';
+import type { Logger } from '../log/index.js';
+import type { MqttAccess, MqttCredentials, MqttPrincipal } from '../mqtt/mqtt-access.js';
+import type { PermissionEngine } from '../permissions/permission-engine.js';
+import type { UserRecord } from '../store/index.js';
+import type { UserService } from '../users/user-service.js';
+import type { AccessEvents } from './access-events.js';
+import type { AuthService } from './auth-service.js';
+import { looksLikeToken, type TokenService } from './token-service.js';
+
+/**
+ * The broker's port onto identity: the same users, tokens and permission engine as the REST
+ * API. A session token as MQTT password costs one hash lookup, not a scrypt derivation.
+ */
+export function createMqttAccess(deps: {
+  users: UserService;
+  tokens: TokenService;
+  auth: AuthService;
+  engine: PermissionEngine;
+  events: AccessEvents;
+  log: Logger;
+  /** Called for an unknown username (the client registry records it while open). */
+  onUnknownUser?: (credentials: MqttCredentials) => Promise<void>;
+}): MqttAccess {
+  const { users, tokens, auth, engine, events } = deps;
+
+  const principalOf = (user: UserRecord, method: MqttPrincipal['method'], tokenFingerprint?: string): MqttPrincipal => {
+    // A user without any MQTT permission has no business on the broker.
+    if (!engine.grantsOf(user.id).some((p) => p.context === 'mqtt')) {
+      throw new ForbiddenError('not authorized to use MQTT');
+    }
+    return {
+      userId: user.id,
+      username: user.username,
+      publishPrefix: user.mqttPublishPrefix ?? '',
+      method,
+      ...(tokenFingerprint ? { tokenFingerprint } : {}),
+    };
+  };
+
+  return {
+    async authenticate(credentials) {
+      const { username, certificate } = credentials;
+      const password = credentials.password?.toString('utf8');
+      if (certificate) {
+        const byFingerprint = users.findByCertificate(certificate.fingerprint256);
+        const byName = byFingerprint ? undefined : users.findByUsername(certificate.commonName);
+        const user = byFingerprint ?? (byName?.grantTypes.some((g) => g.method === 'certificate') ? byName : undefined);
+        if (user && (username === undefined || username === user.username)) return principalOf(user, 'certificate');
+        if (!username || password === undefined) throw new UnauthorizedError('certificate is not registered to a user');
+      }
+      if (!username || password === undefined) throw new UnauthorizedError('credentials required');
+      if (looksLikeToken(password)) {
+        const record = tokens.verify(password);
+        const user = record ? users.find(record.userId) : undefined;
+        if (record && user && user.username === username) {
+          if (record.scope !== 'full') throw new ForbiddenError('MFA enrollment is required first');
+          return principalOf(user, 'token', record.fingerprint);
+        }
+      }
+      if (!users.findByUsername(username) && deps.onUnknownUser) await deps.onUnknownUser(credentials);
+      const user = await auth.checkPassword(username, password, 'mqtt');
+      if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
+      return principalOf(user, 'password');
+    },
+    allows: (principal, operation, topic) => engine.allows(principal.userId, 'mqtt', operation, topic),
+    coversFilter: (principal, filter) => engine.coversFilter(principal.userId, 'mqtt', 'read', filter),
+    onChange: (listener) => events.on(listener),
+  };
+}

@@ -1,0 +1,93 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Store, TokenRecord } from '../store/index.js';
+import { prefixRange } from '../store/index.js';
+import type { AccessEvents } from './access-events.js';
+
+/** Tokens are opaque: 32 random bytes, base64url. Only their SHA-256 is stored. */
+export function tokenFingerprint(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+/** A cheap shape check that spares a store lookup for values that cannot be our tokens. */
+export function looksLikeToken(value: string): boolean {
+  return value.length === 43 && /^[A-Za-z0-9_-]+$/.test(value);
+}
+
+export interface IssueTokenOptions {
+  lifetimeHours: number;
+  label?: string;
+  scope?: TokenRecord['scope'];
+}
+
+export function createTokenService(deps: { store: Store; events: AccessEvents; now?: () => number }) {
+  const { store, events } = deps;
+  const now = deps.now ?? Date.now;
+
+  /** Deletes the given tokens inside the caller's transaction. */
+  const removeInTxn = (userId: string, fingerprints: string[]) => {
+    for (const fp of fingerprints) {
+      store.tokens.remove(fp);
+      store.userTokens.remove([userId, fp]);
+    }
+  };
+
+  const fingerprintsOf = (userId: string): string[] =>
+    [...store.userTokens.getKeys(prefixRange(userId))].map((k) => String(k[1]));
+
+  return {
+    async issue(userId: string, options: IssueTokenOptions): Promise<{ token: string; record: TokenRecord }> {
+      const token = randomBytes(32).toString('base64url');
+      const t = now();
+      const record: TokenRecord = {
+        fingerprint: tokenFingerprint(token),
+        userId,
+        createdAt: new Date(t).toISOString(),
+        expiresAt: new Date(t + options.lifetimeHours * 3_600_000).toISOString(),
+        scope: options.scope ?? 'full',
+        ...(options.label !== undefined ? { label: options.label } : {}),
+      };
+      await store.transaction(() => {
+        // Housekeeping bounded by this user's tokens: expired ones go when a new one comes.
+        const expired = fingerprintsOf(userId).filter((fp) => {
+          const r = store.tokens.get(fp);
+          return !r || Date.parse(r.expiresAt) <= t;
+        });
+        removeInTxn(userId, expired);
+        store.tokens.put(record.fingerprint, record);
+        store.userTokens.put([userId, record.fingerprint], 1);
+      });
+      return { token, record };
+    },
+
+    /** The live record of a token, or undefined when unknown or expired. O(1). */
+    verify(token: string): TokenRecord | undefined {
+      if (!looksLikeToken(token)) return undefined;
+      const record = store.tokens.get(tokenFingerprint(token));
+      if (!record || Date.parse(record.expiresAt) <= now()) return undefined;
+      return record;
+    },
+
+    list(userId: string): TokenRecord[] {
+      const t = now();
+      return fingerprintsOf(userId)
+        .map((fp) => store.tokens.get(fp))
+        .filter((r): r is TokenRecord => !!r && Date.parse(r.expiresAt) > t);
+    },
+
+    fingerprintsOf,
+    removeInTxn,
+
+    /** Revokes the given tokens of a user (all when fingerprints is undefined). Returns how many. */
+    async revoke(userId: string, fingerprints?: string[]): Promise<number> {
+      const removed = await store.transaction(() => {
+        const own = new Set(fingerprintsOf(userId));
+        const targets = fingerprints ? fingerprints.filter((fp) => own.has(fp)) : [...own];
+        removeInTxn(userId, targets);
+        return targets;
+      });
+      if (removed.length) events.emit({ userId, kind: 'revoked', tokenFingerprints: removed });
+      return removed.length;
+    },
+  };
+}
+export type TokenService = ReturnType<typeof createTokenService>;

@@ -1,0 +1,195 @@
+// JSON Schema of the configuration. config/default.json must satisfy it as-is; every
+// override (file or environment) is validated against it before anything starts.
+
+const port = { type: 'integer', minimum: 0, maximum: 65535 } as const;
+const positiveInt = { type: 'integer', minimum: 1 } as const;
+const nonNegativeInt = { type: 'integer', minimum: 0 } as const;
+const policyRule = { type: 'integer', minimum: 0, maximum: 1024 } as const;
+
+function obj(properties: Record<string, unknown>) {
+  return {
+    type: 'object',
+    additionalProperties: false,
+    required: Object.keys(properties),
+    properties,
+  } as const;
+}
+
+export const configSchema = obj({
+  dataDir: { type: 'string', minLength: 1 },
+  host: { type: 'string', minLength: 1 },
+  log: obj({
+    level: { enum: ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'] },
+    requests: { type: 'boolean' },
+  }),
+  http: obj({
+    port,
+    bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
+    shutdownTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000 },
+    trustProxy: { type: 'boolean' },
+  }),
+  mqtt: obj({
+    enabled: { type: 'boolean' },
+    port,
+    tlsPort: port,
+    websocketPath: { type: 'string', pattern: '^/' },
+    allowAnonymous: { type: 'boolean' },
+    maxPacketSizeBytes: { type: 'integer', minimum: 1024, maximum: 268435455 },
+    maxClientIdLength: { type: 'integer', minimum: 23, maximum: 65535 },
+    maxConnectionsPerClientId: positiveInt,
+    maxInflightMessages: { type: 'integer', minimum: 1, maximum: 65535 },
+    maxQueuedMessages: positiveInt,
+    maxKeepaliveSeconds: { type: 'integer', minimum: 0, maximum: 65535 },
+    connectTimeoutMs: { type: 'integer', minimum: 100 },
+    maxPublishesPerSecond: positiveInt,
+    maxConcurrentAuth: positiveInt,
+    retryIntervalSeconds: positiveInt,
+    serverHostnames: { type: 'array', items: { type: 'string', minLength: 1 } },
+  }),
+  auth: obj({
+    tokenLifetimeHours: { type: 'number', exclusiveMinimum: 0 },
+    maxTokenLifetimeHours: { type: 'number', exclusiveMinimum: 0 },
+    adminPassword: { type: 'string' },
+    passwordHashCost: { type: 'integer', minimum: 10, maximum: 20 },
+    loginThrottle: obj({
+      freeAttempts: nonNegativeInt,
+      maxAttempts: positiveInt,
+      delayStepMs: nonNegativeInt,
+      maxDelayMs: nonNegativeInt,
+      lockoutSeconds: positiveInt,
+      maxTrackedUsernames: positiveInt,
+    }),
+  }),
+  policy: obj({
+    password: obj({ min: policyRule, lower: policyRule, upper: policyRule, numeric: policyRule, symbol: policyRule }),
+    username: obj({ min: policyRule }),
+  }),
+  mfa: obj({
+    enabled: { type: 'boolean' },
+    issuer: { type: 'string', minLength: 1 },
+    maxFailures: positiveInt,
+    banSeconds: positiveInt,
+    challengeSeconds: positiveInt,
+    encryptionKeyFile: { type: 'string' },
+  }),
+  ldap: obj({
+    enabled: { type: 'boolean' },
+    mode: { enum: ['GROUP', 'ATTRIBUTE'] },
+    url: { type: 'string', pattern: '^ldaps?://' },
+    bindDn: { type: 'string' },
+    bindPassword: { type: 'string' },
+    userSearchBase: { type: 'string' },
+    userSearchFilter: { type: 'string' },
+    groupSearchBase: { type: 'string' },
+    groupSearchFilter: { type: 'string' },
+    roleAttribute: { type: 'string' },
+    timeoutMs: positiveInt,
+  }),
+  idp: obj({
+    enabled: { type: 'boolean' },
+    issuer: { type: 'string' },
+    clientId: { type: 'string' },
+    clientSecret: { type: 'string' },
+    redirectUri: { type: 'string' },
+    scopes: { type: 'string' },
+    groupsClaim: { type: 'string' },
+    adminUiUrl: { type: 'string' },
+  }),
+  registry: obj({
+    defaultDurationMs: positiveInt,
+    maxDurationMs: positiveInt,
+    maxPendingRequests: positiveInt,
+    certificateValidityDays: positiveInt,
+  }),
+  maintenance: obj({
+    backupsToKeep: positiveInt,
+    uploadLimitBytes: { type: 'integer', minimum: 1024 },
+  }),
+  mapping: obj({
+    enabled: { type: 'boolean' },
+    servicesDir: { type: 'string', minLength: 1 },
+  }),
+});
+
+export interface PasswordPolicy {
+  min: number;
+  lower: number;
+  upper: number;
+  numeric: number;
+  symbol: number;
+}
+
+export interface GatewayConfig {
+  dataDir: string;
+  host: string;
+  log: { level: string; requests: boolean };
+  http: { port: number; bodyLimitBytes: number; shutdownTimeoutMs: number; trustProxy: boolean };
+  mqtt: {
+    enabled: boolean;
+    port: number;
+    tlsPort: number;
+    websocketPath: string;
+    allowAnonymous: boolean;
+    maxPacketSizeBytes: number;
+    maxClientIdLength: number;
+    maxConnectionsPerClientId: number;
+    maxInflightMessages: number;
+    maxQueuedMessages: number;
+    maxKeepaliveSeconds: number;
+    connectTimeoutMs: number;
+    maxPublishesPerSecond: number;
+    maxConcurrentAuth: number;
+    retryIntervalSeconds: number;
+    serverHostnames: string[];
+  };
+  auth: {
+    tokenLifetimeHours: number;
+    maxTokenLifetimeHours: number;
+    adminPassword: string;
+    /** scrypt logN: 15 costs ~32 MiB and tens of ms per hash on a gateway CPU. */
+    passwordHashCost: number;
+    loginThrottle: {
+      freeAttempts: number;
+      maxAttempts: number;
+      delayStepMs: number;
+      maxDelayMs: number;
+      lockoutSeconds: number;
+      maxTrackedUsernames: number;
+    };
+  };
+  policy: { password: PasswordPolicy; username: { min: number } };
+  mfa: {
+    enabled: boolean;
+    issuer: string;
+    maxFailures: number;
+    banSeconds: number;
+    challengeSeconds: number;
+    encryptionKeyFile: string;
+  };
+  ldap: {
+    enabled: boolean;
+    mode: 'GROUP' | 'ATTRIBUTE';
+    url: string;
+    bindDn: string;
+    bindPassword: string;
+    userSearchBase: string;
+    userSearchFilter: string;
+    groupSearchBase: string;
+    groupSearchFilter: string;
+    roleAttribute: string;
+    timeoutMs: number;
+  };
+  idp: {
+    enabled: boolean;
+    issuer: string;
+    clientId: string;
+    clientSecret: string;
+    redirectUri: string;
+    scopes: string;
+    groupsClaim: string;
+    adminUiUrl: string;
+  };
+  registry: { defaultDurationMs: number; maxDurationMs: number; maxPendingRequests: number; certificateValidityDays: number };
+  maintenance: { backupsToKeep: number; uploadLimitBytes: number };
+  mapping: { enabled: boolean; servicesDir: string };
+}

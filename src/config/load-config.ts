@@ -1,0 +1,177 @@
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv } from 'ajv';
+import { configSchema, type GatewayConfig } from './config-schema.js';
+
+/** Exit code for an unusable configuration (sysexits EX_CONFIG); systemd does not restart on it. */
+export const CONFIG_EXIT_CODE = 78;
+
+export class ConfigError extends Error {
+  readonly key: string;
+  constructor(key: string, message: string) {
+    super(`invalid configuration: ${key}: ${message}`);
+    this.name = 'ConfigError';
+    this.key = key;
+  }
+}
+
+export const defaultConfigPath = fileURLToPath(new URL('../../../config/default.json', import.meta.url));
+
+/** The documented shortcut variables; any other key is reachable as GATEWAYD_SET__SECTION__KEY. */
+export const envShortcuts: Record<string, string> = {
+  GATEWAYD_DATA_DIR: 'dataDir',
+  GATEWAYD_HOST: 'host',
+  GATEWAYD_HTTP_PORT: 'http.port',
+  GATEWAYD_MQTT_PORT: 'mqtt.port',
+  GATEWAYD_MQTTS_PORT: 'mqtt.tlsPort',
+  GATEWAYD_LOG_LEVEL: 'log.level',
+  GATEWAYD_ADMIN_PASSWORD: 'auth.adminPassword',
+};
+const genericPrefix = 'GATEWAYD_SET__';
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+type JsonObject = { [k: string]: Json };
+
+function isObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function readJson(path: string, key: string): JsonObject {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(key, `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(key, `${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (!isObject(parsed)) throw new ConfigError(key, `${path} must hold a JSON object`);
+  return parsed;
+}
+
+/** Deep merge where objects merge key by key and everything else (arrays included) replaces. */
+function merge(base: JsonObject, over: JsonObject): JsonObject {
+  const out: JsonObject = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isObject(b) && isObject(v) ? merge(b, v) : v;
+  }
+  return out;
+}
+
+interface SchemaNode {
+  type?: string;
+  enum?: unknown[];
+  properties?: Record<string, SchemaNode>;
+}
+
+/** Resolves a case-insensitive path (from an environment variable) to the schema's spelling. */
+function resolvePath(parts: string[]): { path: string[]; node: SchemaNode } | null {
+  let node = configSchema as unknown as SchemaNode;
+  const path: string[] = [];
+  for (const part of parts) {
+    const props = node.properties;
+    if (!props) return null;
+    const key = Object.keys(props).find((k) => k.toLowerCase() === part.toLowerCase().replace(/_/g, ''));
+    if (!key) return null;
+    path.push(key);
+    node = props[key]!;
+  }
+  return { path, node };
+}
+
+function parseEnvValue(raw: string, node: SchemaNode, key: string): Json {
+  switch (node.type) {
+    case 'integer':
+    case 'number': {
+      if (!/^-?\d+(\.\d+)?$/.test(raw.trim())) throw new ConfigError(key, `must be a number, got "${raw}"`);
+      return Number(raw);
+    }
+    case 'boolean':
+      if (/^(true|1|yes|on)$/i.test(raw)) return true;
+      if (/^(false|0|no|off)$/i.test(raw)) return false;
+      throw new ConfigError(key, `must be true or false, got "${raw}"`);
+    case 'array':
+    case 'object':
+      try {
+        return JSON.parse(raw) as Json;
+      } catch {
+        throw new ConfigError(key, `must be JSON, got "${raw}"`);
+      }
+    default:
+      return raw;
+  }
+}
+
+function setPath(target: JsonObject, path: string[], value: Json): JsonObject {
+  const [head, ...rest] = path;
+  if (head === undefined) return target;
+  const child = target[head];
+  return { ...target, [head]: rest.length === 0 ? value : setPath(isObject(child) ? child : {}, rest, value) };
+}
+
+function envOverrides(env: NodeJS.ProcessEnv, base: JsonObject): JsonObject {
+  let out = base;
+  const apply = (envName: string, parts: string[]) => {
+    const raw = env[envName];
+    if (raw === undefined || raw === '') return;
+    const resolved = resolvePath(parts);
+    if (!resolved) throw new ConfigError(envName, 'names no configuration key');
+    out = setPath(out, resolved.path, parseEnvValue(raw, resolved.node, resolved.path.join('.')));
+  };
+  for (const [name, path] of Object.entries(envShortcuts)) apply(name, path.split('.'));
+  for (const name of Object.keys(env).sort()) {
+    if (name.startsWith(genericPrefix)) apply(name, name.slice(genericPrefix.length).split('__'));
+  }
+  return out;
+}
+
+const ajv = new Ajv({ allErrors: false, strict: true });
+const validate = ajv.compile(configSchema);
+
+export interface LoadConfigOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Extra overrides applied after the environment (used by tests and embedders). */
+  overrides?: Record<string, unknown>;
+  defaultsPath?: string;
+  cwd?: string;
+}
+
+/**
+ * Reads config/default.json, then the file named by GATEWAYD_CONFIG, then the environment,
+ * validates the result and resolves paths. Throws ConfigError naming the offending key.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  let merged = readJson(options.defaultsPath ?? defaultConfigPath, 'defaults');
+  const file = env.GATEWAYD_CONFIG;
+  if (file) merged = merge(merged, readJson(resolve(cwd, file), 'GATEWAYD_CONFIG'));
+  merged = envOverrides(env, merged);
+  if (options.overrides) merged = merge(merged, options.overrides as JsonObject);
+  if (!validate(merged)) {
+    const e = validate.errors![0]!;
+    const where = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+    const extra = e.keyword === 'additionalProperties' ? ` "${(e.params as { additionalProperty: string }).additionalProperty}"` : '';
+    const allowed = e.keyword === 'enum' ? ` (${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')})` : '';
+    throw new ConfigError(where || '(root)', `${e.message ?? 'is invalid'}${extra}${allowed}`);
+  }
+  const config = merged as unknown as GatewayConfig;
+  if (config.auth.tokenLifetimeHours > config.auth.maxTokenLifetimeHours) {
+    throw new ConfigError('auth.tokenLifetimeHours', 'must not exceed auth.maxTokenLifetimeHours');
+  }
+  if (config.registry.defaultDurationMs > config.registry.maxDurationMs) {
+    throw new ConfigError('registry.defaultDurationMs', 'must not exceed registry.maxDurationMs');
+  }
+  const abs = (p: string) => (isAbsolute(p) ? p : resolve(cwd, p));
+  return {
+    ...config,
+    dataDir: abs(config.dataDir),
+    mapping: { ...config.mapping, servicesDir: abs(config.mapping.servicesDir) },
+  };
+}

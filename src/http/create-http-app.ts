@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import express, { type Express, type RequestHandler, type Response, type Router } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import { parse as parseYaml } from 'yaml';
+import { ForbiddenError, NotImplementedError } from '../errors/errors.js';
+import type { Logger } from '../log/index.js';
+import type { Principal } from '../auth/auth-service.js';
+import type { PermissionEngine } from '../permissions/permission-engine.js';
+import { operationFor } from '../permissions/permission-set.js';
+import { accessClassOf, enrollmentOperations } from './access-classes.js';
+import { createErrorHandler, notFoundHandler } from './error-handler.js';
+
+export const openApiPath = fileURLToPath(new URL('../../../src/http/openapi.yaml', import.meta.url));
+
+let cachedSpec: Record<string, unknown> | undefined;
+export function loadOpenApiDocument(): Record<string, unknown> {
+  cachedSpec ??= parseYaml(readFileSync(openApiPath, 'utf8')) as Record<string, unknown>;
+  return cachedSpec;
+}
+
+/** A route module adds its handlers to the API router; handlers may be async (Express 5). */
+export type RouteModule = (router: Router) => void;
+
+export interface HttpAppOptions {
+  log: Logger;
+  bodyLimitBytes: number;
+  logRequests: boolean;
+  trustProxy: boolean;
+  authenticate: (authorization: string | undefined) => Promise<Principal>;
+  engine: PermissionEngine;
+  routes: RouteModule[];
+  /** Tests validate every response against the OpenAPI document too. */
+  validateResponses?: boolean;
+  /** Middlewares that run before request validation for one "METHOD /path" (multipart uploads). */
+  preValidation?: { method: string; path: string; handler: RequestHandler }[];
+  /** Answers 423 while a restore swaps the store (set by the maintenance part). */
+  gate?: RequestHandler;
+}
+
+export function principalOf(res: Response): Principal {
+  const p = res.locals.principal as Principal | undefined;
+  if (!p) throw new Error('route needs a principal but the operation is public');
+  return p;
+}
+
+interface OpenApiRequestInfo {
+  openApiRoute?: string;
+}
+
+export function createHttpApp(options: HttpAppOptions): Express {
+  const { log, engine } = options;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', options.trustProxy);
+  app.set('query parser', 'simple');
+
+  app.use((req, res, next) => {
+    const started = process.hrtime.bigint();
+    const requestId = randomUUID();
+    res.locals.requestId = requestId;
+    res.setHeader('X-Request-Id', requestId);
+    if (options.logRequests) {
+      res.on('finish', () => {
+        const principal = res.locals.principal as Principal | undefined;
+        // Path only: query strings can carry ids and tokens.
+        log.info('request', {
+          requestId,
+          method: req.method,
+          path: req.path,
+          status: res.statusCode,
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+          ...(principal ? { user: principal.username } : {}),
+        });
+      });
+    }
+    next();
+  });
+
+  const spec = loadOpenApiDocument();
+  app.get('/api/openapi.json', (_req, res) => void res.json(spec));
+  if (options.gate) app.use(options.gate);
+
+  // strict: false because some operations take a bare JSON string (POST /api/certificates).
+  app.use(express.json({ limit: options.bodyLimitBytes, strict: false, type: ['application/json', 'application/*+json'] }));
+  for (const pre of options.preValidation ?? []) {
+    app.use(pre.path, (req, res, next) => (req.method === pre.method ? pre.handler(req, res, next) : next()));
+  }
+
+  app.use(
+    OpenApiValidator.middleware({
+      apiSpec: structuredClone(spec) as never,
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
+      validateResponses: options.validateResponses ? { removeAdditional: false } : false,
+      validateSecurity: false,
+      validateApiSpec: true,
+      fileUploader: false,
+      ignoreUndocumented: false,
+    }),
+  );
+
+  // Authentication and authorization, decided once per request from the operation.
+  app.use(async (req, res, next) => {
+    const route = (req as unknown as { openapi?: OpenApiRequestInfo }).openapi?.openApiRoute;
+    const key = `${req.method === 'HEAD' ? 'GET' : req.method} ${route ?? req.path}`;
+    const access = accessClassOf(key);
+    if (access === 'public') return next();
+    const principal = await options.authenticate(req.get('authorization'));
+    res.locals.principal = principal;
+    if (principal.token?.scope === 'mfa-enrollment' && !enrollmentOperations.has(key)) {
+      throw new ForbiddenError('MFA enrollment is required before this call');
+    }
+    if (access === 'permission' && !engine.allows(principal.userId, 'http', operationFor(req.method), req.path)) {
+      throw new ForbiddenError(`no ${operationFor(req.method)} permission on ${req.path}`);
+    }
+    next();
+  });
+
+  const api = express.Router();
+  for (const register of options.routes) register(api);
+  app.use(api);
+
+  // Declared in the contract but not built yet: say so instead of faking data.
+  app.use('/api', (req, _res, next) => {
+    if ((req as unknown as { openapi?: OpenApiRequestInfo }).openapi?.openApiRoute) {
+      return next(new NotImplementedError(`${req.method} ${req.baseUrl}${req.path} is not implemented yet`));
+    }
+    next();
+  });
+  app.use(notFoundHandler);
+  app.use(createErrorHandler(log));
+  return app;
+}

@@ -1,0 +1,2 @@
+export { createLogger, createSilentLogger, redact } from './logger.js';
+export type { Logger, LoggerOptions } from './logger.js';

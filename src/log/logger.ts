@@ -1,0 +1,93 @@
+import winston from 'winston';
+
+/** Keys whose values never reach a log line, at any depth. */
+const secretKeys = new Set([
+  'password',
+  'newpassword',
+  'token',
+  'secret',
+  'otp',
+  'backupcode',
+  'backupcodes',
+  'authorization',
+  'cookie',
+  'bindpassword',
+  'clientsecret',
+  'csr',
+  'privatekey',
+]);
+
+export function redact(value: unknown, depth = 0): unknown {
+  if (depth > 6 || value === null || typeof value !== 'object') return value;
+  if (value instanceof Error) return { name: value.name, message: value.message };
+  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    out[k] = secretKeys.has(k.toLowerCase()) ? '[redacted]' : redact(v, depth + 1);
+  }
+  return out;
+}
+
+const redactFormat = winston.format((info) => {
+  for (const key of Object.keys(info)) {
+    if (key === 'level' || key === 'message') continue;
+    info[key] = secretKeys.has(key.toLowerCase()) ? '[redacted]' : redact(info[key]);
+  }
+  return info;
+});
+
+export interface Logger {
+  error(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  /** A security event (login, change of users, roles, permissions...): always logged, never with secrets. */
+  audit(event: string, fields?: Record<string, unknown>): void;
+  child(fields: Record<string, unknown>): Logger;
+  close(): Promise<void>;
+}
+
+export interface LoggerOptions {
+  level: string;
+  /** Defaults to stdout; tests pass a stream to read what was logged. */
+  stream?: NodeJS.WritableStream;
+}
+
+function wrap(w: winston.Logger, auditW: winston.Logger, closeFn: () => Promise<void>): Logger {
+  return {
+    error: (msg, fields) => void w.error(msg, fields ?? {}),
+    warn: (msg, fields) => void w.warn(msg, fields ?? {}),
+    info: (msg, fields) => void w.info(msg, fields ?? {}),
+    debug: (msg, fields) => void w.debug(msg, fields ?? {}),
+    // Audit records go through their own logger fixed at info: an operator lowering
+    // verbosity must not lose security events.
+    audit: (event, fields) => void auditW.info(event, { audit: true, ...(fields ?? {}) }),
+    child: (fields) => wrap(w.child(fields), auditW.child(fields), closeFn),
+    close: closeFn,
+  };
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const transport = new winston.transports.Stream({ stream: options.stream ?? process.stdout });
+  const format = winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json());
+  const w = winston.createLogger({ level: options.level, format, transports: [transport] });
+  const auditW = winston.createLogger({ level: 'info', format, transports: [transport] });
+  // Stdout is never ended; a caller's stream is left to its owner too.
+  const close = async () => {};
+  return wrap(w, auditW, close);
+}
+
+/** A logger that drops everything, for benchmarks. */
+export function createSilentLogger(): Logger {
+  const noop = () => {};
+  const self: Logger = {
+    error: noop,
+    warn: noop,
+    info: noop,
+    debug: noop,
+    audit: noop,
+    child: () => self,
+    close: async () => {},
+  };
+  return self;
+}

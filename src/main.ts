@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+import { pathToFileURL } from 'node:url';
+import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from './config/index.js';
+import { createLogger } from './log/index.js';
+import { createDaemon } from './daemon.js';
+import { wireGateway } from './wiring.js';
+
+/** Reads the configuration, wires the parts, starts them and stops them on SIGTERM/SIGINT. */
+export async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`gatewayd: ${err.message}\n`);
+      process.exit(CONFIG_EXIT_CODE);
+    }
+    throw err;
+  }
+  const log = createLogger({ level: config.log.level });
+  const startedAt = process.hrtime.bigint();
+  const gateway = wireGateway(config, log);
+  const daemon = createDaemon({ parts: gateway.parts, log });
+
+  let shuttingDown = false;
+  const shutdown = (signal: string) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    log.info('stopping', { signal });
+    // A stop that hangs must not keep the service from restarting.
+    setTimeout(() => {
+      log.error('stop timed out; exiting');
+      process.exit(1);
+    }, config.http.shutdownTimeoutMs + 5000).unref();
+    daemon.stop().then(
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        log.error('stop failed', { error: err });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+
+  try {
+    await daemon.start();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`gatewayd: ${err.message}\n`);
+      process.exit(CONFIG_EXIT_CODE);
+    }
+    log.error('start failed', { error: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
+    process.exit(1);
+  }
+  log.info('ready', {
+    ...gateway.ports(),
+    dataDir: config.dataDir,
+    startupMs: Math.round(Number(process.hrtime.bigint() - startedAt) / 1e6),
+  });
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  void main();
+}

@@ -1,0 +1,47 @@
+// The broker's view of identity and permissions. The broker never reads the store: it asks
+// this port, which the auth part implements with the same permission engine as the REST API.
+
+export interface MqttPrincipal {
+  userId: string;
+  username: string;
+  /** Prepended to every topic the user publishes, before the check and delivery ('' for none). */
+  publishPrefix: string;
+  method: 'password' | 'token' | 'certificate';
+  /** Fingerprint of the session token used as password, when method is 'token'. */
+  tokenFingerprint?: string;
+}
+
+export interface MqttCredentials {
+  clientId: string;
+  username?: string;
+  password?: Buffer;
+  /** The verified TLS client certificate, when the client presented one. */
+  certificate?: { fingerprint256: string; commonName: string };
+}
+
+/** What changed for a user; the broker drops cached decisions or disconnects. */
+export interface AccessChange {
+  userId: string;
+  /**
+   * permissions: re-check cached decisions and subscriptions.
+   * revoked: the listed tokens (or, without tokenFingerprints, every credential) no longer
+   * authenticate; sessions that used them are disconnected.
+   * deleted: the user is gone; disconnect all of its sessions.
+   */
+  kind: 'permissions' | 'revoked' | 'deleted';
+  tokenFingerprints?: string[];
+}
+
+export interface MqttAccess {
+  /**
+   * Resolves the principal, or rejects with UnauthorizedError ("bad username or password")
+   * or ForbiddenError ("not authorized") from src/errors.
+   */
+  authenticate(credentials: MqttCredentials): Promise<MqttPrincipal>;
+  /** Publish (write) or receive (read) on a concrete, already prefixed topic. */
+  allows(principal: MqttPrincipal, operation: 'read' | 'write', topic: string): boolean;
+  /** Subscribe: one read permission must cover the whole filter. */
+  coversFilter(principal: MqttPrincipal, filter: string): boolean;
+  /** Returns an unsubscribe function. */
+  onChange(listener: (change: AccessChange) => void): () => void;
+}

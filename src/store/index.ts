@@ -1,0 +1,3 @@
+export { openStore, prefixRange, STORE_SCHEMA_VERSION, STORE_FILE } from './store.js';
+export type { Store, StoreDatabases, IndexKey, OpenStoreOptions } from './store.js';
+export type * from './records.js';

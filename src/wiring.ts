@@ -1,0 +1,98 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { GatewayConfig } from './config/index.js';
+import type { Logger } from './log/index.js';
+import type { Part } from './daemon.js';
+import { openStore, type Store } from './store/index.js';
+import { createAccessEvents } from './auth/access-events.js';
+import { createPasswordHasher } from './auth/passwords.js';
+import { createTokenService } from './auth/token-service.js';
+import { createLoginThrottle } from './auth/login-throttle.js';
+import { createAuthService } from './auth/auth-service.js';
+import { bootstrapAdmin } from './auth/bootstrap-admin.js';
+import { createMqttAccess } from './auth/create-mqtt-access.js';
+import { createPermissionEngine } from './permissions/permission-engine.js';
+import { createRoleService } from './roles/role-service.js';
+import { createUserService } from './users/user-service.js';
+import { loadOrCreateCertificateAuthority, type CertificateAuthority } from './certs/index.js';
+import { createHttpApp } from './http/create-http-app.js';
+import { createHttpServerPart } from './http/http-server.js';
+import { sessionRoutes } from './http/routes/session-routes.js';
+import { userRoutes } from './http/routes/user-routes.js';
+import { roleRoutes } from './http/routes/role-routes.js';
+import { configRoutes } from './http/routes/config-routes.js';
+
+export interface WireOptions {
+  /** Tests validate responses against the OpenAPI document. */
+  validateResponses?: boolean;
+}
+
+/**
+ * Builds every part of gatewayd from the configuration: explicit dependencies, no
+ * module-level singletons. The returned parts are started in order by the daemon.
+ */
+export function wireGateway(config: GatewayConfig, log: Logger, options: WireOptions = {}) {
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // Opening is synchronous and cheap (a memory map); everything else is built on it.
+  const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  const events = createAccessEvents();
+  const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
+  const engine = createPermissionEngine({ store: store, events });
+  const tokens = createTokenService({ store: store, events });
+  const roles = createRoleService({ store: store, engine, log });
+  const users = createUserService({ store: store, engine, roles, tokens, hasher, events, policy: config.policy, log });
+  const throttle = createLoginThrottle(config.auth.loginThrottle);
+  const auth = createAuthService({ users, tokens, hasher, throttle, engine, config: config.auth, log });
+  const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log });
+  let ca: CertificateAuthority | undefined;
+
+  const app = createHttpApp({
+    log,
+    bodyLimitBytes: config.http.bodyLimitBytes,
+    logRequests: config.log.requests,
+    trustProxy: config.http.trustProxy,
+    authenticate: (header) => auth.authenticate(header),
+    engine,
+    validateResponses: options.validateResponses ?? false,
+    routes: [
+      sessionRoutes({ auth, users, engine }),
+      configRoutes({ config }),
+      userRoutes({ users, tokens }),
+      roleRoutes({ roles }),
+    ],
+  });
+  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
+
+  const parts: Part[] = [
+    {
+      name: 'store',
+      start: async () => {
+        store.onReopen(() => log.info('store reopened'));
+      },
+      stop: async () => {
+        await store.flushed();
+        await store.close();
+      },
+    },
+    {
+      name: 'bootstrap',
+      start: () => bootstrapAdmin({ store, users, roles, config, log }),
+      stop: async () => {},
+    },
+    {
+      name: 'pki',
+      start: async () => {
+        ca = await loadOrCreateCertificateAuthority({ dir: join(config.dataDir, 'pki'), serverHostnames: config.mqtt.serverHostnames });
+      },
+      stop: async () => {},
+    },
+    http,
+  ];
+
+  return {
+    parts,
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, get ca() { return ca; } },
+    ports: () => ({ http: http.port() }),
+  };
+}
+export type Gateway = ReturnType<typeof wireGateway>;
