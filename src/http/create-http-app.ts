@@ -88,6 +88,16 @@ export function createHttpApp(options: HttpAppOptions): Express {
     app.use(pre.path, (req, res, next) => (req.method === pre.method ? pre.handler(req, res, next) : next()));
   }
 
+  // Contract query names such as `username[eq]` are literal names, but the validator (5.6,
+  // upstream issue #1115) parses brackets into nested objects unless req.query is a plain,
+  // writable own property. Pin it, keeping Express's simple parser's flat keys.
+  app.use((req, _res, next) => {
+    const query = req.query as Record<string, unknown>;
+    Object.defineProperty(query, '_openapi', { get: () => (req as unknown as { openapi?: unknown }).openapi, enumerable: false, configurable: true });
+    Object.defineProperty(req, 'query', { value: query, writable: true, enumerable: true, configurable: true });
+    next();
+  });
+
   app.use(
     OpenApiValidator.middleware({
       apiSpec: structuredClone(spec) as never,
