@@ -130,7 +130,8 @@ export function createAuthService(deps: {
       const user = users.getOrThrow(principal.userId);
       return {
         username: user.username,
-        expiresAt: principal.token?.expiresAt ?? '',
+        // Basic credentials have no expiry: the field is left out.
+        ...(principal.token ? { expiresAt: principal.token.expiresAt } : {}),
         permissions: engine.grantsOf(user.id),
         mfa: { enabled: user.mfa.enrolled, enforced: user.enforceMFAEnrollment },
       };

@@ -25,7 +25,7 @@ interface Entry {
  * first when the bound is reached.
  */
 export function createLoginThrottle(options: LoginThrottleOptions) {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => Date.now());
   const entries = new Map<string, Entry>();
   const lockMs = options.lockoutSeconds * 1000;
 

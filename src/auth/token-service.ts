@@ -21,7 +21,7 @@ export interface IssueTokenOptions {
 
 export function createTokenService(deps: { store: Store; events: AccessEvents; now?: () => number }) {
   const { store, events } = deps;
-  const now = deps.now ?? Date.now;
+  const now = deps.now ?? (() => Date.now());
 
   /** Deletes the given tokens inside the caller's transaction. */
   const removeInTxn = (userId: string, fingerprints: string[]) => {

@@ -29,8 +29,12 @@ export function createHttpServerPart(deps: { app: Express; host: string; port: n
         if (!server.listening) return resolve();
         const timer = setTimeout(() => server.closeAllConnections(), deps.shutdownTimeoutMs);
         timer.unref();
+        // Keep-alive sockets become idle as their last request finishes: close them then,
+        // instead of waiting for the keep-alive timeout.
+        const sweep = setInterval(() => server.closeIdleConnections(), 50);
         server.close(() => {
           clearTimeout(timer);
+          clearInterval(sweep);
           resolve();
         });
         server.closeIdleConnections();

@@ -1,0 +1,95 @@
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { expect } from 'chai';
+import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from '../src/config/index.js';
+import { mainScript, tempDir } from './support/harness.js';
+
+const run = promisify(execFile);
+
+describe('configuration', () => {
+  it('loads the embedded defaults with every documented default value', () => {
+    const c = loadConfig({ env: {}, cwd: '/srv/gw' });
+    expect(c.dataDir).to.equal('/srv/gw/data');
+    expect(c.http.port).to.equal(8080);
+    expect(c.mqtt.port).to.equal(1883);
+    expect(c.mqtt.tlsPort).to.equal(8883);
+    expect(c.mqtt.websocketPath).to.equal('/mqtt');
+    expect(c.auth.tokenLifetimeHours).to.equal(12);
+    expect(c.registry.defaultDurationMs).to.equal(30000);
+  });
+
+  it('applies GATEWAYD_CONFIG, then the environment shortcuts, then generic keys', () => {
+    const dir = tempDir();
+    const file = join(dir, 'gw.json');
+    writeFileSync(file, JSON.stringify({ http: { port: 9000 }, log: { level: 'warn' }, policy: { username: { min: 5 } } }));
+    const c = loadConfig({
+      env: {
+        GATEWAYD_CONFIG: file,
+        GATEWAYD_HTTP_PORT: '0',
+        GATEWAYD_DATA_DIR: '/var/lib/gatewayd',
+        GATEWAYD_SET__POLICY__PASSWORD__MIN: '12',
+        GATEWAYD_SET__MQTT__ALLOW_ANONYMOUS: 'true',
+      },
+    });
+    expect(c.http.port).to.equal(0);
+    expect(c.log.level).to.equal('warn');
+    expect(c.policy.username.min).to.equal(5);
+    expect(c.policy.password.min).to.equal(12);
+    expect(c.mqtt.allowAnonymous).to.equal(true);
+    expect(c.dataDir).to.equal('/var/lib/gatewayd');
+  });
+
+  const bad: [string, Record<string, string>, RegExp][] = [
+    ['a port out of range', { GATEWAYD_HTTP_PORT: '70000' }, /http\.port/],
+    ['a port that is not a number', { GATEWAYD_MQTT_PORT: 'eighty' }, /mqtt\.port/],
+    ['an unknown log level', { GATEWAYD_LOG_LEVEL: 'chatty' }, /log\.level.*error, warn/],
+    ['a generic key that names nothing', { GATEWAYD_SET__NOPE__KEY: '1' }, /GATEWAYD_SET__NOPE__KEY/],
+    ['a negative policy rule', { GATEWAYD_SET__POLICY__PASSWORD__UPPER: '-1' }, /policy\.password\.upper/],
+    ['a token lifetime above the maximum', { GATEWAYD_SET__AUTH__TOKEN_LIFETIME_HOURS: '1000' }, /auth\.tokenLifetimeHours/],
+  ];
+  for (const [what, env, key] of bad) {
+    it(`refuses ${what}, naming the key`, () => {
+      expect(() => loadConfig({ env })).to.throw(ConfigError, key);
+    });
+  }
+
+  it('refuses an unknown key in the config file', () => {
+    const file = join(tempDir(), 'gw.json');
+    writeFileSync(file, JSON.stringify({ http: { prot: 1 } }));
+    expect(() => loadConfig({ env: { GATEWAYD_CONFIG: file } })).to.throw(ConfigError, /http.*"prot"/);
+  });
+
+  it('refuses a config file that is not JSON', () => {
+    const file = join(tempDir(), 'gw.json');
+    writeFileSync(file, '{ http: ');
+    expect(() => loadConfig({ env: { GATEWAYD_CONFIG: file } })).to.throw(ConfigError, /not valid JSON/);
+  });
+
+  it('stops the daemon with exit code 78 and one clear message', async () => {
+    const err = await run(process.execPath, [mainScript], {
+      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_HTTP_PORT: '99999' },
+    }).then(
+      () => null,
+      (e: { code: number; stderr: string; stdout: string }) => e,
+    );
+    expect(err, 'daemon must fail').to.not.equal(null);
+    expect(err!.code).to.equal(CONFIG_EXIT_CODE);
+    expect(err!.stderr.trim().split('\n')).to.have.length(1);
+    expect(err!.stderr).to.match(/invalid configuration: http\.port/);
+    expect(err!.stdout).to.equal('');
+  });
+
+  it('stops with 78 when the admin password breaks the password policy', async () => {
+    const err = await run(process.execPath, [mainScript], {
+      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_HTTP_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_HOST: '127.0.0.1', GATEWAYD_ADMIN_PASSWORD: 'short' },
+    }).then(
+      () => null,
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(err!.code).to.equal(CONFIG_EXIT_CODE);
+    expect(err!.stderr).to.match(/auth\.adminPassword/);
+    expect(err!.stderr).to.not.include('short');
+  });
+});
