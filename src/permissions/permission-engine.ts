@@ -3,6 +3,19 @@ import type { AccessEvents } from '../auth/access-events.js';
 import { PermissionSet, type AccessOperation, type PermissionContext } from './permission-set.js';
 
 /**
+ * The path an HTTP request is routed by: without query string and without trailing slashes.
+ * Express (non-strict routing) serves `/api/roles/x/` with the handler of `/api/roles/x`, so the
+ * check must see `/api/roles/x` too: checked as is, `/api/roles/+/+` would match the extra empty
+ * level and grant what only `/api/roles/+` should.
+ */
+export function canonicalHttpPath(path: string): string {
+  const q = path.indexOf('?');
+  let end = q === -1 ? path.length : q;
+  while (end > 1 && path.charCodeAt(end - 1) === 47 /* / */) end--;
+  return end === path.length ? path : path.slice(0, end);
+}
+
+/**
  * The one permission engine that REST and MQTT ask. A user's effective permissions (its
  * shared roles plus its private role) are compiled into an indexed PermissionSet once and
  * cached; a committed change to a user or a role drops the affected users' entries, so the
@@ -30,7 +43,8 @@ export function createPermissionEngine(deps: { store: Store; events: AccessEvent
     const out: PermissionRecord[] = [];
     for (const roleId of roleIdsOf(user)) {
       const role = store.roles.get(roleId);
-      if (role) out.push(...role.permissions);
+      // A loop, not push(...spread): spreading ~125k+ arguments overflows the stack.
+      if (role) for (const p of role.permissions) out.push(p);
     }
     return out;
   }
@@ -55,7 +69,7 @@ export function createPermissionEngine(deps: { store: Store; events: AccessEvent
     grantsOf,
     setOf,
     allows(userId: string, context: PermissionContext, operation: AccessOperation, resource: string): boolean {
-      return setOf(userId).allows(context, operation, resource);
+      return setOf(userId).allows(context, operation, context === 'http' ? canonicalHttpPath(resource) : resource);
     },
     coversFilter(userId: string, context: PermissionContext, operation: AccessOperation, filter: string): boolean {
       return setOf(userId).coversFilter(context, operation, filter);
