@@ -76,7 +76,7 @@ export async function bootstrapAdmin(deps: {
       writeFileAtomic(file, password + '\n', 0o600);
       log.info('initial admin password written', { file });
     }
-    await users.create({ username: 'admin', password, identityProvider: 'local', roles: [role.id] });
+    await users.create({ username: 'admin', password, identityProvider: 'local', roles: [role.id] }, { systemUser: true });
   }
   await store.meta.put('bootstrapped', true);
 }

@@ -11,6 +11,7 @@ import type { PermissionEngine } from '../permissions/permission-engine.js';
 import { operationFor } from '../permissions/permission-set.js';
 import { accessClassOf, enrollmentOperations } from './access-classes.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
+import { createOperationIndex } from './operation-index.js';
 
 export const openApiPath = fileURLToPath(new URL('../../../src/http/openapi.yaml', import.meta.url));
 
@@ -55,6 +56,19 @@ export function createHttpApp(options: HttpAppOptions): Express {
   app.disable('x-powered-by');
   app.set('trust proxy', options.trustProxy);
   app.set('query parser', 'simple');
+  // The validator matches paths exactly; Express must too, or /api/users/IDS would reach a
+  // handler under a different operation than the one validated and authorized.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
+
+  // One spelling per path: a trailing slash is dropped before anything looks at the path, so
+  // authorization, validation and routing all see the same canonical path.
+  app.use((req, _res, next) => {
+    const q = req.url.indexOf('?');
+    const path = q < 0 ? req.url : req.url.slice(0, q);
+    if (path.length > 1 && path.endsWith('/')) req.url = (path.replace(/\/+$/, '') || '/') + (q < 0 ? '' : req.url.slice(q));
+    next();
+  });
 
   app.use((req, res, next) => {
     const started = process.hrtime.bigint();
@@ -81,6 +95,25 @@ export function createHttpApp(options: HttpAppOptions): Express {
   const spec = loadOpenApiDocument();
   app.get('/api/openapi.json', (_req, res) => void res.json(spec));
   if (options.gate) app.use(options.gate);
+
+  // Authentication and authorization come before request validation: an anonymous caller
+  // learns nothing about request schemas. Decided once per request from the operation.
+  const operations = createOperationIndex(spec.paths as Record<string, Record<string, unknown>>);
+  app.use('/api', async (req, res, next) => {
+    const path = req.baseUrl + req.path;
+    const key = operations.find(req.method, path) ?? `${req.method} ${path}`;
+    const access = accessClassOf(key);
+    if (access === 'public') return next();
+    const principal = await options.authenticate(req.get('authorization'));
+    res.locals.principal = principal;
+    if (principal.token?.scope === 'mfa-enrollment' && !enrollmentOperations.has(key)) {
+      throw new ForbiddenError('MFA enrollment is required before this call');
+    }
+    if (access === 'permission' && !engine.allows(principal.userId, 'http', operationFor(req.method), path)) {
+      throw new ForbiddenError(`no ${operationFor(req.method)} permission on ${path}`);
+    }
+    next();
+  });
 
   // strict: false because some operations take a bare JSON string (POST /api/certificates).
   app.use(express.json({ limit: options.bodyLimitBytes, strict: false, type: ['application/json', 'application/*+json'] }));
@@ -110,24 +143,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     }),
   );
 
-  // Authentication and authorization, decided once per request from the operation.
-  app.use(async (req, res, next) => {
-    const route = (req as unknown as { openapi?: OpenApiRequestInfo }).openapi?.openApiRoute;
-    const key = `${req.method === 'HEAD' ? 'GET' : req.method} ${route ?? req.path}`;
-    const access = accessClassOf(key);
-    if (access === 'public') return next();
-    const principal = await options.authenticate(req.get('authorization'));
-    res.locals.principal = principal;
-    if (principal.token?.scope === 'mfa-enrollment' && !enrollmentOperations.has(key)) {
-      throw new ForbiddenError('MFA enrollment is required before this call');
-    }
-    if (access === 'permission' && !engine.allows(principal.userId, 'http', operationFor(req.method), req.path)) {
-      throw new ForbiddenError(`no ${operationFor(req.method)} permission on ${req.path}`);
-    }
-    next();
-  });
-
-  const api = express.Router();
+  const api = express.Router({ caseSensitive: true, strict: true });
   for (const register of options.routes) register(api);
   app.use(api);
 

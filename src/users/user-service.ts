@@ -31,6 +31,11 @@ export interface UserCreateInput {
   enforceMFAEnrollment?: boolean;
 }
 
+export interface CreateOptions {
+  /** The built-in `admin` of a first start: its fixed name is exempt from the username policy. */
+  systemUser?: boolean;
+}
+
 export interface UserUpdateInput {
   username?: string;
   password?: string;
@@ -124,8 +129,8 @@ export function createUserService(deps: UserServiceDeps) {
   }
 
   /** Checks and hashing that need no transaction (scrypt must not run inside one). */
-  async function prepare(input: UserCreateInput): Promise<{ user: UserRecord; privateRole: RoleRecord }> {
-    checkUsernamePolicy(policy.username, input.username);
+  async function prepare(input: UserCreateInput, options: CreateOptions = {}): Promise<{ user: UserRecord; privateRole: RoleRecord }> {
+    if (!options.systemUser) checkUsernamePolicy(policy.username, input.username);
     if (input.password !== undefined) checkPasswordPolicy(policy.password, input.password);
     checkPublishPrefix(input.mqttPublishPrefix);
     checkPermissionInputs(input.initialPermissions ?? [], 'initialPermissions');
@@ -197,8 +202,8 @@ export function createUserService(deps: UserServiceDeps) {
       return id ? store.users.get(id) : undefined;
     },
 
-    async create(input: UserCreateInput): Promise<UserRecord> {
-      const prepared = await prepare(input);
+    async create(input: UserCreateInput, options: CreateOptions = {}): Promise<UserRecord> {
+      const prepared = await prepare(input, options);
       await store.transaction(() => insertInTxn(prepared));
       log.audit('user created', { userId: prepared.user.id, username: prepared.user.username, roles: prepared.user.roleIds });
       return prepared.user;
@@ -397,7 +402,8 @@ export function createUserService(deps: UserServiceDeps) {
         identityProvider: user.identityProvider,
         grantTypes: user.grantTypes,
         tokens: tokens.list(user.id).map(tokenView),
-        certificates: user.certificates,
+        // expiresAt is '' when unknown (added by fingerprint only): omit it, the document says date-time.
+        certificates: user.certificates.map((c) => (c.expiresAt ? c : { fingerprint: c.fingerprint, createdAt: c.createdAt })),
         roles: roleViews,
         enforceMFAEnrollment: user.enforceMFAEnrollment,
         mfa_is_enrolled: user.mfa.enrolled,
