@@ -26,7 +26,7 @@ export async function main(): Promise<void> {
   const shutdown = (signal: string) => {
     if (shuttingDown) return;
     shuttingDown = true;
-    log.info('stopping', { signal });
+    log.lifecycle('stopping', { signal });
     // A stop that hangs must not keep the service from restarting.
     setTimeout(() => {
       log.error('stop timed out; exiting');
@@ -34,7 +34,7 @@ export async function main(): Promise<void> {
     }, config.http.shutdownTimeoutMs + 5000).unref();
     daemon.stop().then(
       () => {
-        log.info('stopped');
+        log.lifecycle('stopped');
         process.exit(0);
       },
       (err: unknown) => {
@@ -56,7 +56,7 @@ export async function main(): Promise<void> {
     log.error('start failed', { error: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
     process.exit(1);
   }
-  log.info('ready', {
+  log.lifecycle('ready', {
     ...gateway.ports(),
     dataDir: config.dataDir,
     startupMs: Math.round(Number(process.hrtime.bigint() - startedAt) / 1e6),

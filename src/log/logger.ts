@@ -43,6 +43,8 @@ export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
   /** A security event (login, change of users, roles, permissions...): always logged, never with secrets. */
   audit(event: string, fields?: Record<string, unknown>): void;
+  /** Lifecycle lines (ready, stopping, stopped) that supervisors wait for: logged at any level. */
+  lifecycle(msg: string, fields?: Record<string, unknown>): void;
   child(fields: Record<string, unknown>): Logger;
   close(): Promise<void>;
 }
@@ -62,16 +64,18 @@ function wrap(w: winston.Logger, auditW: winston.Logger, closeFn: () => Promise<
     // Audit records go through their own logger fixed at info: an operator lowering
     // verbosity must not lose security events.
     audit: (event, fields) => void auditW.info(event, { audit: true, ...(fields ?? {}) }),
+    lifecycle: (msg, fields) => void auditW.info(msg, fields ?? {}),
     child: (fields) => wrap(w.child(fields), auditW.child(fields), closeFn),
     close: closeFn,
   };
 }
 
 export function createLogger(options: LoggerOptions): Logger {
-  const transport = new winston.transports.Stream({ stream: options.stream ?? process.stdout });
+  const stream = options.stream ?? process.stdout;
   const format = winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json());
-  const w = winston.createLogger({ level: options.level, format, transports: [transport] });
-  const auditW = winston.createLogger({ level: 'info', format, transports: [transport] });
+  // One transport per logger: a winston transport takes its level from the logger it is piped from.
+  const w = winston.createLogger({ level: options.level, format, transports: [new winston.transports.Stream({ stream })] });
+  const auditW = winston.createLogger({ level: 'info', format, transports: [new winston.transports.Stream({ stream })] });
   // Stdout is never ended; a caller's stream is left to its owner too.
   const close = async () => {};
   return wrap(w, auditW, close);
@@ -86,6 +90,7 @@ export function createSilentLogger(): Logger {
     info: noop,
     debug: noop,
     audit: noop,
+    lifecycle: noop,
     child: () => self,
     close: async () => {},
   };
