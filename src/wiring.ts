@@ -21,6 +21,9 @@ import { sessionRoutes } from './http/routes/session-routes.js';
 import { userRoutes } from './http/routes/user-routes.js';
 import { roleRoutes } from './http/routes/role-routes.js';
 import { configRoutes } from './http/routes/config-routes.js';
+import { createMaintenanceService } from './maintenance/maintenance-service.js';
+import { recoverMaintenanceFiles } from './maintenance/recovery.js';
+import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -33,6 +36,7 @@ export interface WireOptions {
  */
 export function wireGateway(config: GatewayConfig, log: Logger, options: WireOptions = {}) {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  recoverMaintenanceFiles({ dataDir: config.dataDir, log }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
   const events = createAccessEvents();
@@ -44,6 +48,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const throttle = createLoginThrottle(config.auth.loginThrottle);
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, config: config.auth, log });
   const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log });
+  const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
 
   const app = createHttpApp({
@@ -54,11 +59,14 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     authenticate: (header) => auth.authenticate(header),
     engine,
     validateResponses: options.validateResponses ?? false,
+    gate: maintenance.gate,
+    preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes })],
     routes: [
       sessionRoutes({ auth, users, engine }),
       configRoutes({ config }),
       userRoutes({ users, tokens }),
       roleRoutes({ roles }),
+      maintenanceRoutes({ maintenance }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
@@ -86,6 +94,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       },
       stop: async () => {},
     },
+    maintenance.part,
     http,
   ];
 

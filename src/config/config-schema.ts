@@ -104,6 +104,7 @@ export const configSchema = obj({
   maintenance: obj({
     backupsToKeep: positiveInt,
     uploadLimitBytes: { type: 'integer', minimum: 1024 },
+    ioBytesPerSecond: nonNegativeInt,
   }),
   mapping: obj({
     enabled: { type: 'boolean' },
@@ -190,6 +191,7 @@ export interface GatewayConfig {
     adminUiUrl: string;
   };
   registry: { defaultDurationMs: number; maxDurationMs: number; maxPendingRequests: number; certificateValidityDays: number };
-  maintenance: { backupsToKeep: number; uploadLimitBytes: number };
+  /** ioBytesPerSecond: rate limit of archive writes and restore extraction; 0 = unlimited. */
+  maintenance: { backupsToKeep: number; uploadLimitBytes: number; ioBytesPerSecond: number };
   mapping: { enabled: boolean; servicesDir: string };
 }

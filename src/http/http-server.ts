@@ -9,7 +9,9 @@ import type { Part } from '../daemon.js';
  * whatever is left so a stop is bounded.
  */
 export function createHttpServerPart(deps: { app: Express; host: string; port: number; shutdownTimeoutMs: number }) {
-  const server: Server = createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, deps.app);
+  // requestTimeout bounds a whole request: long enough for a restore upload over a slow link;
+  // headersTimeout is the guard against clients that trickle headers.
+  const server: Server = createServer({ requestTimeout: 600_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, deps.app);
   let port = 0;
   const part: Part & { server: Server; port: () => number } = {
     name: 'http',

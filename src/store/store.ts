@@ -106,7 +106,8 @@ export function openStore(options: OpenStoreOptions): Store {
     transaction: <T>(fn: () => T) => root.childTransaction(fn) as Promise<T>,
     backup: async (dir: string) => {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      await root.backup(join(dir, STORE_FILE), false);
+      // Compacting: smaller, and freed pages (old hashes of deleted tokens) stay behind.
+      await root.backup(join(dir, STORE_FILE), true);
     },
     flushed: async () => {
       await root.flushed;
