@@ -41,10 +41,10 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
   const events = createAccessEvents();
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
-  const engine = createPermissionEngine({ store: store, events });
-  const tokens = createTokenService({ store: store, events });
-  const roles = createRoleService({ store: store, engine, log });
-  const users = createUserService({ store: store, engine, roles, tokens, hasher, events, policy: config.policy, log });
+  const engine = createPermissionEngine({ store, events });
+  const tokens = createTokenService({ store, events, log });
+  const roles = createRoleService({ store, engine, log });
+  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, config: config.auth, log });
   const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log });

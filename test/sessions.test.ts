@@ -56,6 +56,9 @@ describe('sessions', () => {
     expect((await gw.api('POST', '/api/logout', { body: { token } })).status).to.equal(200);
     expect((await gw.api('GET', '/api/session', { token })).status).to.equal(401);
     expect((await gw.api('POST', '/api/logout', { body: { token } })).status).to.equal(200);
+    const fp = createHash('sha256').update(token).digest('hex');
+    const audit = gw.logs().find((l) => l.audit === true && l.message === 'tokens revoked' && (l.tokens as string[])?.includes(fp.slice(0, 12)));
+    expect(audit, 'revocation audited').to.not.equal(undefined);
   });
 
   it('expires tokens', async () => {

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Store, TokenRecord } from '../store/index.js';
 import { prefixRange } from '../store/index.js';
 import type { AccessEvents } from './access-events.js';
+import type { Logger } from '../log/index.js';
 
 /** Tokens are opaque: 32 random bytes, base64url. Only their SHA-256 is stored. */
 export function tokenFingerprint(token: string): string {
@@ -19,8 +20,8 @@ export interface IssueTokenOptions {
   scope?: TokenRecord['scope'];
 }
 
-export function createTokenService(deps: { store: Store; events: AccessEvents; now?: () => number }) {
-  const { store, events } = deps;
+export function createTokenService(deps: { store: Store; events: AccessEvents; log: Logger; now?: () => number }) {
+  const { store, events, log } = deps;
   const now = deps.now ?? (() => Date.now());
 
   /** Deletes the given tokens inside the caller's transaction. */
@@ -85,7 +86,11 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; n
         removeInTxn(userId, targets);
         return targets;
       });
-      if (removed.length) events.emit({ userId, kind: 'revoked', tokenFingerprints: removed });
+      if (removed.length) {
+        events.emit({ userId, kind: 'revoked', tokenFingerprints: removed });
+        // Fingerprint prefixes identify the tokens to an operator; a fingerprint is no secret.
+        log.audit('tokens revoked', { userId, count: removed.length, tokens: removed.map((fp) => fp.slice(0, 12)) });
+      }
       return removed.length;
     },
   };
