@@ -15,19 +15,13 @@
 // Everything is bounded: fixed request counts, a fixed number of decision passes, and a
 // deadline that stops the HTTP and login loops early (reported) if the host is very slow.
 // Run: node .build/idt/scripts/bench-identity.js   (or dist/scripts/bench-identity.js)
-import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { Agent } from 'node:http';
 import { pathToFileURL } from 'node:url';
 
 import { createPasswordHasher } from '../src/auth/passwords.js';
-import { loadConfig } from '../src/config/index.js';
-import { createDaemon } from '../src/daemon.js';
-import { createSilentLogger } from '../src/log/index.js';
 import type { PermissionInput } from '../src/roles/role-service.js';
 import type { UserCreateInput } from '../src/users/user-service.js';
-import { wireGateway } from '../src/wiring.js';
+import { httpCall, now, percentile, startBenchGateway, type HttpResult } from './bench-support.js';
 
 const ADMIN_PASSWORD = 'Bench-Adm1n-Password';
 const USER_PASSWORD = 'Bench-Us3r-Password';
@@ -44,7 +38,6 @@ const DECISION_PASSES = 3;
 const BUDGET_MS = 100_000; // whole run, well under 2 minutes
 
 // ------------------------------------------------------------------------------- helpers
-const now = () => performance.now();
 
 function lcg(seed: number): () => number {
   let s = seed >>> 0;
@@ -75,30 +68,6 @@ function plantPermissions(n: number): { permissions: PermissionInput[]; topics: 
   return { permissions, topics };
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-interface HttpResult {
-  status: number;
-  body: string;
-}
-
-function httpCall(agent: Agent, port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, agent, headers: body ? { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } : headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.setTimeout(30_000, () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.end(body);
-  });
-}
-
 interface LoadResult {
   requests: number;
   perSecond: number;
@@ -124,7 +93,7 @@ async function load(total: number, concurrency: number, deadline: number, call: 
       const s = now();
       const res = await call(k);
       latencies.push(now() - s);
-      if (res.status !== expect) throw new Error(`request ${k}: expected ${expect}, got ${res.status} ${res.body.slice(0, 200)}`);
+      if (res.status !== expect) throw new Error(`request ${k}: expected ${expect}, got ${res.status} ${res.body.toString('utf8').slice(0, 200)}`);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
@@ -139,30 +108,14 @@ const fmtRate = (r: number) => (r >= 1e6 ? `${(r / 1e6).toFixed(2)}M` : r >= 1e4
 export async function benchIdentity(): Promise<Record<string, number>> {
   const started = now();
   const deadline = started + BUDGET_MS;
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-identity-'));
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dataDir,
-      host: '127.0.0.1',
-      log: { level: 'error', requests: false },
-      http: { port: 0 },
-      mqtt: { port: 0, tlsPort: 0 },
-      // The daemon's default cost: the admin (and the logN-15 login user) hash at it.
-      auth: { adminPassword: ADMIN_PASSWORD, passwordHashCost: 15 },
-      mapping: { servicesDir: join(dataDir, 'services') },
-    },
-  });
-  const log = createSilentLogger();
-  const gateway = wireGateway(config, log, { validateResponses: false });
-  const daemon = createDaemon({ parts: gateway.parts, log });
+  // The daemon's default cost: the admin (and the logN-15 login user) hash at it.
+  const bench = await startBenchGateway({ adminPassword: ADMIN_PASSWORD, passwordHashCost: 15, prefix: 'gatewayd-bench-identity-' });
+  const { gateway, port } = bench;
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   const results: Record<string, number> = {};
   const rows: [string, string][] = [];
   try {
-    await daemon.start();
     const { users, engine, store } = gateway.services;
-    const port = gateway.ports().http;
 
     // (a) decisions through the engine --------------------------------------------------
     const cases: { n: number; userId: string; topics: string[] }[] = [];
@@ -210,8 +163,8 @@ export async function benchIdentity(): Promise<Record<string, number>> {
 
     const login = async (username: string, password: string) => {
       const res = await httpCall(agent, port, 'POST', '/api/login', {}, JSON.stringify({ username, password }));
-      if (res.status !== 200) throw new Error(`login ${username}: ${res.status} ${res.body}`);
-      return JSON.parse(res.body).token as string;
+      if (res.status !== 200) throw new Error(`login ${username}: ${res.status} ${res.body.toString('utf8')}`);
+      return JSON.parse(res.body.toString('utf8')).token as string;
     };
     const auth = { authorization: `Bearer ${await login('admin', ADMIN_PASSWORD)}` };
     const ids = users.ids();
@@ -223,7 +176,7 @@ export async function benchIdentity(): Promise<Record<string, number>> {
     await load(200, CONCURRENCY, httpDeadline, (k) => httpCall(agent, port, 'GET', `/api/users/${sampleIds[k & 1023]}`, auth), 200);
     const getUser = await load(GET_USER_REQUESTS, CONCURRENCY, httpDeadline, (k) => httpCall(agent, port, 'GET', `/api/users/${sampleIds[k & 1023]}`, auth), 200);
     const page = await httpCall(agent, port, 'GET', '/api/listUsers?pageNumber=500&rowsPerPage=100', auth);
-    const parsed = JSON.parse(page.body) as { users: unknown[]; pagination: { totalRows: number; totalRowsInPage: number } };
+    const parsed = JSON.parse(page.body.toString('utf8')) as { users: unknown[]; pagination: { totalRows: number; totalRowsInPage: number } };
     if (parsed.pagination.totalRows !== totalUsers || parsed.users.length !== 100) {
       throw new Error(`listUsers page 500: unexpected ${JSON.stringify(parsed.pagination)}`);
     }
@@ -257,8 +210,7 @@ export async function benchIdentity(): Promise<Record<string, number>> {
     }
   } finally {
     agent.destroy();
-    await daemon.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await bench.stop();
   }
   results.totalSeconds = (now() - started) / 1000;
   const width = Math.max(...rows.map(([k]) => k.length));

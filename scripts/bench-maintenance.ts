@@ -11,17 +11,13 @@
 // indexes) in transactions of 10,000, without passwords, so no scrypt runs. Bounded: fixed
 // sample counts, at most MAX_BACKUPS_WHILE_SAMPLING backups, and a deadline.
 // Run: node dist/scripts/bench-maintenance.js
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { readdirSync, statSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-import { loadConfig } from '../src/config/index.js';
-import { createDaemon } from '../src/daemon.js';
-import { createSilentLogger } from '../src/log/index.js';
 import type { UserCreateInput } from '../src/users/user-service.js';
-import { wireGateway } from '../src/wiring.js';
+import { httpCall, now, percentile, startBenchGateway } from './bench-support.js';
 
 const ADMIN_PASSWORD = 'Bench-Adm1n-Password';
 const USERS = 100_000;
@@ -30,32 +26,6 @@ const IDLE_SAMPLES = 2_000;
 const BUSY_SAMPLES = 2_000;
 const MAX_BACKUPS_WHILE_SAMPLING = 5;
 const BUDGET_MS = 110_000;
-
-const now = () => performance.now();
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-interface HttpResult {
-  status: number;
-  body: Buffer;
-}
-
-function httpCall(agent: Agent, port: number, method: string, path: string, headers: Record<string, string>, body?: Buffer): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, agent, headers: body ? { ...headers, 'content-length': String(body.length) } : headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.setTimeout(60_000, () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.end(body);
-  });
-}
 
 function multipart(field: string, fileName: string, content: Buffer): { body: Buffer; contentType: string } {
   const boundary = `----gatewayd-bench-${Date.now()}`;
@@ -66,28 +36,12 @@ function multipart(field: string, fileName: string, content: Buffer): { body: Bu
 
 export async function benchMaintenance(): Promise<Record<string, number>> {
   const deadline = now() + BUDGET_MS;
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-maintenance-'));
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dataDir,
-      host: '127.0.0.1',
-      log: { level: 'error', requests: false },
-      http: { port: 0 },
-      mqtt: { port: 0, tlsPort: 0 },
-      auth: { adminPassword: ADMIN_PASSWORD, passwordHashCost: 10 },
-      mapping: { servicesDir: join(dataDir, 'services') },
-    },
-  });
-  const log = createSilentLogger();
-  const gateway = wireGateway(config, log, { validateResponses: false });
-  const daemon = createDaemon({ parts: gateway.parts, log });
+  const bench = await startBenchGateway({ adminPassword: ADMIN_PASSWORD, passwordHashCost: 10, prefix: 'gatewayd-bench-maintenance-' });
+  const { gateway, port, dataDir } = bench;
   const agent = new Agent({ keepAlive: true, maxSockets: 4 });
   const results: Record<string, number> = {};
   const rows: [string, string][] = [];
   try {
-    await daemon.start();
-    const port = gateway.ports().http;
     const call = (method: string, path: string, token?: string, body?: Buffer, contentType = 'application/json') =>
       httpCall(agent, port, method, path, { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': contentType } : {}) }, body);
     const login = async (): Promise<string> => {
@@ -204,8 +158,7 @@ export async function benchMaintenance(): Promise<Record<string, number>> {
     ]);
   } finally {
     agent.destroy();
-    await daemon.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await bench.stop();
   }
   const width = Math.max(...rows.map(([a]) => a.length));
   console.log('maintenance (100,000 users):');
