@@ -1,0 +1,821 @@
+// The embedded MQTT broker: Aedes 1.x on TCP, TLS and WebSocket, with every authentication and
+// authorization decision delegated to one MqttAccess (the permission engine shared with REST).
+//
+// Decisions (also in src/mqtt/README.md):
+// - Anonymous (no username and no verified client certificate): refused with CONNACK 4 unless
+//   mqtt.allowAnonymous. An admitted anonymous client has NO permissions at all: every publish
+//   is refused (disconnect), every subscription gets 0x80, nothing is forwarded to it. The access
+//   port is never asked about it.
+// - Keepalive: MQTT 3.1.1 cannot tell a client to use a shorter keepalive, so clamping would make
+//   the broker drop well-behaved clients. A keepalive above mqtt.maxKeepaliveSeconds, or 0
+//   ("never time out"), is refused with CONNACK 2 (identifier rejected, as mosquitto does);
+//   maxKeepaliveSeconds = 0 disables the check.
+// - Duplicate client id: the older connection is taken over (closed) as MQTT 3.1.1 §3.1.4
+//   requires, so there is at most one connection per client id whatever
+//   mqtt.maxConnectionsPerClientId says. Hardening: a client id that is live or has a persistent
+//   session owned by ANOTHER user is refused with CONNACK 2, so one user cannot kick another
+//   user's device off or take over its session.
+// - MQTT 5: Aedes 1.x answers an MQTT 5 CONNECT itself with CONNACK 1 (unacceptable protocol
+//   version) and closes the connection; nothing to add (covered by tests).
+// - Forwarding: while a user's permissions are unchanged since connect, every live subscription
+//   was granted because one read permission covers its whole filter, so deliveries need no
+//   per-message check (fast path). Offline-queue replay at connect is always checked.
+// - Live changes: 'permissions' clears the decision caches of that user's clients and switches
+//   them to per-message read checks; existing subscriptions are kept, so a removed read
+//   permission stops delivery at once and a re-granted one resumes it without the device having
+//   to resubscribe. 'revoked' / 'deleted' close the affected sessions (their will is not
+//   published).
+
+import { createHash } from 'node:crypto';
+import type http from 'node:http';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
+import { Aedes, type AedesOptions, type Client } from 'aedes';
+import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
+import type { GatewayConfig } from '../config/config-schema.js';
+import { isAppError } from '../errors/errors.js';
+import type { Logger } from '../log/logger.js';
+import { ConcurrencyLimiter, DecisionCache, TokenBucket, boundOutgoingQueues, limitPacketSize } from './limits.js';
+import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
+
+export interface BrokerOptions {
+  config: GatewayConfig['mqtt'];
+  /** Bind address of the TCP and TLS listeners. */
+  host: string;
+  log: Logger;
+  access: MqttAccess;
+  /** Server key/cert PEM; ca() = trusted CA PEMs for client certificates, read per TLS context. */
+  tls: { key: string; cert: string; ca: () => string[] };
+  /**
+   * How long a subscriber's socket may stay full before it is disconnected (slow consumer).
+   * Not in the configuration schema yet; default 5000 ms.
+   */
+  drainTimeoutMs?: number;
+}
+
+export interface BrokerStats {
+  /** Clients with an established session. */
+  clients: number;
+  /** Authentications running now / waiting for a slot (maxConcurrentAuth). */
+  authRunning: number;
+  authWaiting: number;
+  connectsAccepted: number;
+  connectsRefused: number;
+  publishesRefused: number;
+  subscriptionsRefused: number;
+  forwardsRefused: number;
+  rateLimitDisconnects: number;
+  oversizeDisconnects: number;
+  /** Messages not queued because a session's outgoing queue was full (maxQueuedMessages). */
+  queueDrops: number;
+  revocationDisconnects: number;
+}
+
+export interface EnhancedAuthInfo {
+  result: string;
+  modifiers: { max_message_size: string; max_inflight_messages: string; retry_interval: string };
+}
+
+export interface Broker {
+  /** Listens on TCP and TLS (port 0: any free port) and resolves the bound ports. */
+  start(): Promise<{ port: number; tlsPort: number }>;
+  /** Serves MQTT over WebSocket at config.websocketPath on this HTTP server; other paths untouched. */
+  handleUpgrade(httpServer: http.Server): void;
+  /** Re-reads the trusted CA list for new TLS connections. */
+  refreshTls(): void;
+  enhancedAuthInfo(): EnhancedAuthInfo;
+  stats(): BrokerStats;
+  /** Closes listeners, disconnects clients, closes Aedes; bounded in time. */
+  stop(): Promise<void>;
+}
+
+type Transport = 'tcp' | 'tls' | 'ws';
+
+/** Decision caches hold at most this many topics per client and direction. */
+const DECISION_CACHE_SIZE = 256;
+/** How many recent revocations are remembered to close the authenticate/revoke race. */
+const REVOCATION_LOG_SIZE = 256;
+const STOP_TIMEOUT_MS = 5000;
+/** Persistent-session owners remembered (clientId → userId), oldest dropped beyond this. */
+const SESSION_OWNER_LIMIT = 100_000;
+/**
+ * Listen backlog of the TCP and TLS listeners (the kernel caps it at net.core.somaxconn).
+ * Node's default of 511 overflows when ~1,000 devices reconnect at once after a gateway reboot;
+ * dropped SYNs are retried by the client only after 1 s, then 3 s...
+ */
+const LISTEN_BACKLOG = 2048;
+const DEFAULT_DRAIN_TIMEOUT_MS = 5000;
+
+/** Per-connection state, stored on the Aedes client object as `gatewayd`. */
+class ClientState {
+  /** null until authenticated, and for an admitted anonymous client. */
+  principal: MqttPrincipal | null = null;
+  anonymous = false;
+  /** A CONNACK return code decided in preConnect and sent from authenticate (0: none). */
+  refuseCode = 0;
+  refuseReason = '';
+  /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
+  revoked = false;
+  /**
+   * Every live subscription of this client was granted under the user's current permissions.
+   * A subscription is granted only when one read permission covers its whole filter, i.e. every
+   * topic it can match is readable, so forwarding through it needs no per-message check. Cleared
+   * for good by the first 'permissions' change of the user (per-message checks from then on).
+   */
+  subscriptionsTrusted = true;
+  readonly readCache = new DecisionCache(DECISION_CACHE_SIZE);
+  readonly writeCache = new DecisionCache(DECISION_CACHE_SIZE);
+  readonly bucket: TokenBucket;
+  constructor(
+    readonly transport: Transport,
+    readonly remote: string,
+    publishesPerSecond: number,
+  ) {
+    this.bucket = new TokenBucket(publishesPerSecond);
+  }
+}
+
+type GatewayClient = Client & { gatewayd?: ClientState; _parser?: unknown };
+
+function stateOf(client: Client | null | undefined): ClientState | undefined {
+  return client ? (client as GatewayClient).gatewayd : undefined;
+}
+
+function isSysTopic(topic: string): boolean {
+  return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
+}
+
+type ConnackError = Error & { returnCode: 2 | 3 | 4 | 5 };
+
+function connackError(returnCode: 2 | 3 | 4 | 5, message: string): ConnackError {
+  const err = new Error(message) as ConnackError;
+  err.returnCode = returnCode;
+  return err;
+}
+
+/** CONNACK code for a failure of access.authenticate. */
+function returnCodeFor(err: unknown): 3 | 4 | 5 {
+  if (isAppError(err)) {
+    if (err.status === 401) return 4;
+    if (err.status === 403) return 5;
+  }
+  return 3;
+}
+
+/** The verified client certificate of a TLS socket, if any (unverified ones are ignored). */
+function peerCertificate(socket: tls.TLSSocket): MqttCredentials['certificate'] {
+  if (!socket.authorized) return undefined;
+  const cert = socket.getPeerCertificate();
+  if (!cert || !cert.raw) return undefined;
+  const fingerprint256 = createHash('sha256').update(cert.raw).digest('hex');
+  const cn: unknown = cert.subject?.CN;
+  const commonName = Array.isArray(cn) ? String(cn[0] ?? '') : typeof cn === 'string' ? cn : '';
+  return { fingerprint256, commonName };
+}
+
+interface Revocation {
+  seq: number;
+  userId: string;
+  fingerprints: ReadonlySet<string> | null;
+}
+
+/**
+ * Remembers the last revocations so that an authentication that started before a revocation
+ * and resolves after it (with a principal that is no longer valid) is refused.
+ */
+class RevocationLog {
+  seq = 0;
+  private readonly ring: Array<Revocation | undefined> = new Array(REVOCATION_LOG_SIZE);
+
+  record(userId: string, fingerprints: readonly string[] | undefined): void {
+    this.seq++;
+    this.ring[this.seq % REVOCATION_LOG_SIZE] = {
+      seq: this.seq,
+      userId,
+      fingerprints: fingerprints ? new Set(fingerprints) : null,
+    };
+  }
+
+  /** Revoked after `since`? null when the log no longer reaches back that far. */
+  revokedSince(since: number, principal: MqttPrincipal): boolean | null {
+    if (this.seq === since) return false;
+    if (this.seq - since > REVOCATION_LOG_SIZE) return null;
+    for (let s = since + 1; s <= this.seq; s++) {
+      const r = this.ring[s % REVOCATION_LOG_SIZE];
+      if (!r || r.seq !== s || r.userId !== principal.userId) continue;
+      if (r.fingerprints === null) return true;
+      if (principal.tokenFingerprint !== undefined && r.fingerprints.has(principal.tokenFingerprint)) return true;
+    }
+    return false;
+  }
+}
+
+function tokenSetOf(change: AccessChange): ReadonlySet<string> | null {
+  return change.tokenFingerprints ? new Set(change.tokenFingerprints) : null;
+}
+
+/** Aedes options shared by the gatewayd broker and the bare broker of the benchmark. */
+export function aedesBaseOptions(config: GatewayConfig['mqtt'], drainTimeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): AedesOptions {
+  return {
+    connectTimeout: config.connectTimeoutMs,
+    // Only applies to MQTT 3.1 (3.1.1 has no limit in Aedes); the general check is in preConnect.
+    maxClientsIdLength: config.maxClientIdLength,
+    // Parsed packets a client may pipeline before its CONNACK. Memory stays bounded anyway: Aedes
+    // stops reading the socket while the CONNECT is being handled.
+    queueLimit: config.maxQueuedMessages,
+    // Inbound QoS 2 messages awaiting PUBREL per client.
+    maxInflightInbound: config.maxInflightMessages,
+    // A subscriber whose socket stays full this long is disconnected, so one frozen consumer
+    // cannot hold every delivery slot (Aedes `concurrency`) for long.
+    drainTimeout: drainTimeoutMs,
+    // keepaliveLimit stays 0: Aedes would answer CONNACK 6, which MQTT 3.1.1 does not define.
+  };
+}
+
+export function createBroker(options: BrokerOptions): Broker {
+  return new GatewayBroker(options);
+}
+
+class GatewayBroker implements Broker {
+  private readonly cfg: GatewayConfig['mqtt'];
+  private readonly log: Logger;
+  private readonly access: MqttAccess;
+  private readonly limiter: ConcurrencyLimiter;
+  private readonly revocations = new RevocationLog();
+  /** userId → its live (authenticated) clients, for O(clients of that user) live changes. */
+  private readonly byUser = new Map<string, Set<GatewayClient>>();
+  /** clientId → registered (live) client, from the Aedes 'client'/'clientDisconnect' events. */
+  private readonly liveClients = new Map<string, GatewayClient>();
+  /** clientId → owner (userId, '' for anonymous) of a persistent (clean=false) session. */
+  private readonly sessionOwners = new Map<string, string>();
+  private readonly sockets = new Set<net.Socket>();
+  private readonly upgradeTargets: Array<{ server: http.Server; listener: (...args: any[]) => void }> = [];
+  private aedes: Aedes | undefined;
+  private tcpServer: net.Server | undefined;
+  private tlsServer: tls.Server | undefined;
+  private wss: WebSocketServer | undefined;
+  private unsubscribeChanges: (() => void) | undefined;
+  private starting: Promise<{ port: number; tlsPort: number }> | undefined;
+  private stopping: Promise<void> | undefined;
+  private parserHookMissingLogged = false;
+  private readonly counters = {
+    connectsAccepted: 0,
+    connectsRefused: 0,
+    publishesRefused: 0,
+    subscriptionsRefused: 0,
+    forwardsRefused: 0,
+    rateLimitDisconnects: 0,
+    oversizeDisconnects: 0,
+    queueDrops: 0,
+    revocationDisconnects: 0,
+  };
+
+  constructor(private readonly options: BrokerOptions) {
+    this.cfg = options.config;
+    this.log = options.log.child({ component: 'mqtt' });
+    this.access = options.access;
+    this.limiter = new ConcurrencyLimiter(this.cfg.maxConcurrentAuth);
+    if (this.cfg.maxConnectionsPerClientId > 1) {
+      this.log.warn('mqtt.maxConnectionsPerClientId > 1 has no effect: MQTT requires a new connection to take over the session of the same client id', {
+        maxConnectionsPerClientId: this.cfg.maxConnectionsPerClientId,
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  start(): Promise<{ port: number; tlsPort: number }> {
+    if (this.stopping) return Promise.reject(new Error('broker stopped'));
+    this.starting ??= this.doStart();
+    return this.starting;
+  }
+
+  private async doStart(): Promise<{ port: number; tlsPort: number }> {
+    const aedes = await Aedes.createBroker({
+      ...aedesBaseOptions(this.cfg, this.options.drainTimeoutMs),
+      preConnect: (client, packet, callback) => this.preConnect(client, packet, callback),
+      authenticate: (client, username, password, done) => this.authenticate(client, username, password, done),
+      authorizePublish: (client, packet, callback) => this.authorizePublish(client, packet, callback),
+      authorizeSubscribe: (client, sub, callback) => this.authorizeSubscribe(client, sub, callback),
+      authorizeForward: (client, packet) => this.authorizeForward(client, packet),
+    });
+    this.aedes = aedes;
+    const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
+      this.counters.queueDrops++;
+    });
+    if (!bound) this.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
+
+    aedes.on('client', (client) => {
+      this.liveClients.set(client.id, client as GatewayClient);
+    });
+    aedes.on('clientReady', (client) => {
+      const st = stateOf(client);
+      this.log.info('mqtt client connected', {
+        clientId: client.id,
+        username: st?.principal?.username,
+        anonymous: st?.anonymous || undefined,
+        transport: st?.transport,
+        remote: st?.remote,
+      });
+    });
+    aedes.on('clientDisconnect', (client) => {
+      if (this.liveClients.get(client.id) === client) this.liveClients.delete(client.id);
+      this.log.debug('mqtt client disconnected', { clientId: client.id, username: stateOf(client)?.principal?.username });
+    });
+    aedes.on('clientError', (client, err) => {
+      this.log.debug('mqtt client error', { clientId: client.id, username: stateOf(client)?.principal?.username, error: err.message });
+    });
+    aedes.on('connectionError', (client, err) => {
+      this.log.debug('mqtt connection error', { remote: stateOf(client)?.remote, error: err.message });
+    });
+
+    this.unsubscribeChanges = this.access.onChange((change) => this.onAccessChange(change));
+
+    const tcpServer = net.createServer({ noDelay: true }, (socket) => {
+      socket.setNoDelay(true);
+      this.track(socket);
+      this.accept(socket, 'tcp', socket.remoteAddress ?? '');
+    });
+    const tlsServer = tls.createServer(
+      {
+        ...this.secureContextOptions(),
+        requestCert: true,
+        // Password clients without a certificate must still connect; a presented certificate
+        // is only used when it verified (socket.authorized).
+        rejectUnauthorized: false,
+        handshakeTimeout: this.cfg.connectTimeoutMs,
+        minVersion: 'TLSv1.2',
+      },
+      (socket) => {
+        socket.setNoDelay(true);
+        this.accept(socket, 'tls', socket.remoteAddress ?? '');
+      },
+    );
+    tlsServer.on('connection', (socket: net.Socket) => {
+      socket.setNoDelay(true);
+      this.track(socket);
+    });
+    tlsServer.on('tlsClientError', (err, socket) => {
+      this.log.debug('mqtt tls handshake failed', { remote: socket.remoteAddress, error: err.message });
+    });
+    this.tcpServer = tcpServer;
+    this.tlsServer = tlsServer;
+
+    const port = await listen(tcpServer, this.cfg.port, this.options.host);
+    const tlsPort = await listen(tlsServer, this.cfg.tlsPort, this.options.host);
+    this.log.info('mqtt broker listening', { host: this.options.host, port, tlsPort, websocketPath: this.cfg.websocketPath });
+    return { port, tlsPort };
+  }
+
+  private secureContextOptions(): tls.SecureContextOptions {
+    // An explicit (possibly empty) CA list: the system roots must never vouch for a device.
+    return { key: this.options.tls.key, cert: this.options.tls.cert, ca: this.options.tls.ca() };
+  }
+
+  refreshTls(): void {
+    if (!this.tlsServer) return; // start() reads ca() itself
+    try {
+      this.tlsServer.setSecureContext(this.secureContextOptions());
+      this.log.info('mqtt tls trusted certificates reloaded');
+    } catch (err) {
+      // Keep serving with the previous context rather than failing the caller's request.
+      this.log.error('mqtt tls reload failed, previous trusted certificates stay in use', { error: (err as Error).message });
+    }
+  }
+
+  handleUpgrade(httpServer: http.Server): void {
+    if (this.upgradeTargets.some((t) => t.server === httpServer)) return; // already attached
+    const path = this.cfg.websocketPath;
+    const listener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (pathOf(req.url) !== path) return; // not ours: left to other upgrade listeners
+      const wss = this.websocketServer();
+      if (!this.aedes || this.stopping || !wss) {
+        socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
+      wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+        if (!this.aedes || this.stopping) {
+          ws.terminate();
+          return;
+        }
+        const stream = createWebSocketStream(ws);
+        stream.on('error', () => {}); // reported through the Aedes client
+        this.accept(stream, 'ws', req.socket.remoteAddress ?? '', req);
+      });
+    };
+    httpServer.on('upgrade', listener);
+    this.upgradeTargets.push({ server: httpServer, listener });
+  }
+
+  private websocketServer(): WebSocketServer | undefined {
+    if (!this.wss && !this.stopping) {
+      this.wss = new WebSocketServer({
+        noServer: true,
+        // One WebSocket message carries one MQTT packet (mqtt.js, browsers); the parser limit
+        // below still applies to the byte stream.
+        maxPayload: this.cfg.maxPacketSizeBytes + 16,
+        // MQTT over WebSocket uses the "mqtt" subprotocol (some old clients "mqttv3.1").
+        handleProtocols: (protocols) => (protocols.has('mqtt') ? 'mqtt' : protocols.has('mqttv3.1') ? 'mqttv3.1' : false),
+        perMessageDeflate: false,
+      });
+    }
+    return this.wss;
+  }
+
+  enhancedAuthInfo(): EnhancedAuthInfo {
+    return {
+      result: 'enhanced authentication is not supported: the broker speaks MQTT 3.1 and 3.1.1 only',
+      modifiers: {
+        max_message_size: String(this.cfg.maxPacketSizeBytes),
+        max_inflight_messages: String(this.cfg.maxInflightMessages),
+        retry_interval: String(this.cfg.retryIntervalSeconds),
+      },
+    };
+  }
+
+  stats(): BrokerStats {
+    return {
+      clients: this.aedes && !this.aedes.closed ? this.aedes.connectedClients : 0,
+      authRunning: this.limiter.running,
+      authWaiting: this.limiter.waiting,
+      ...this.counters,
+    };
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.doStop();
+    return this.stopping;
+  }
+
+  private async doStop(): Promise<void> {
+    await this.starting?.catch(() => undefined);
+    this.unsubscribeChanges?.();
+    for (const { server, listener } of this.upgradeTargets) server.removeListener('upgrade', listener);
+    this.upgradeTargets.length = 0;
+
+    const listenersClosed: Array<Promise<void>> = [];
+    for (const server of [this.tcpServer, this.tlsServer]) {
+      if (server?.listening) listenersClosed.push(new Promise<void>((resolve) => server.close(() => resolve())));
+    }
+    const wss = this.wss;
+    if (wss) {
+      for (const ws of wss.clients) ws.terminate();
+      listenersClosed.push(new Promise<void>((resolve) => wss.close(() => resolve())));
+    }
+    const aedes = this.aedes;
+    const aedesClosed = aedes ? new Promise<void>((resolve) => aedes.close(() => resolve())) : Promise.resolve();
+
+    // aedes.close() closes every client; whatever is still open after that (a TLS handshake,
+    // a socket still waiting for CONNECT) is destroyed so that server.close() can complete.
+    await withTimeout(aedesClosed, STOP_TIMEOUT_MS / 2);
+    for (const socket of this.sockets) socket.destroy();
+    await withTimeout(Promise.all(listenersClosed), STOP_TIMEOUT_MS / 2);
+    for (const socket of this.sockets) socket.destroy();
+    this.byUser.clear();
+    this.liveClients.clear();
+    this.log.info('mqtt broker stopped');
+  }
+
+  private track(socket: net.Socket): void {
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  /** Hands a connection to Aedes and attaches the per-client state and limits. */
+  private accept(conn: Duplex, transport: Transport, remote: string, req?: http.IncomingMessage): void {
+    const aedes = this.aedes;
+    if (!aedes || aedes.closed || this.stopping) {
+      conn.destroy();
+      return;
+    }
+    const client = aedes.handle(conn, req) as GatewayClient;
+    client.gatewayd = new ClientState(transport, remote, this.cfg.maxPublishesPerSecond);
+    const limited = limitPacketSize(client._parser, this.cfg.maxPacketSizeBytes, (bytes, cmd) => {
+      this.counters.oversizeDisconnects++;
+      this.log.info('mqtt packet too large, disconnecting', { clientId: client.id ?? undefined, remote, bytes, cmd, limit: this.cfg.maxPacketSizeBytes });
+    });
+    if (!limited && !this.parserHookMissingLogged) {
+      this.parserHookMissingLogged = true;
+      this.log.warn('mqtt-packet parser has an unexpected shape: maxPacketSizeBytes is not enforced');
+    }
+    conn.once('close', () => this.forget(client));
+  }
+
+  private forget(client: GatewayClient): void {
+    if (client.id && this.liveClients.get(client.id) === client) this.liveClients.delete(client.id);
+    const userId = client.gatewayd?.principal?.userId;
+    if (userId === undefined) return;
+    const set = this.byUser.get(userId);
+    if (set && set.delete(client) && set.size === 0) this.byUser.delete(userId);
+  }
+
+  // ---------------------------------------------------------------- hooks
+
+  private preConnect(client: Client, packet: { clientId?: string; clean?: boolean; keepalive?: number }, callback: (error: Error | null, success: boolean) => void): void {
+    const st = stateOf(client);
+    if (!st) return callback(new Error('unknown connection'), false);
+    // Refusals that need a CONNACK code are answered from authenticate(): Aedes sends CONNACK
+    // codes only from there (and checks the protocol version in between, so MQTT 5 gets 1).
+    const clientId = packet.clientId ?? '';
+    const maxKeepalive = this.cfg.maxKeepaliveSeconds;
+    const keepalive = packet.keepalive ?? 0;
+    if (Buffer.byteLength(clientId, 'utf8') > this.cfg.maxClientIdLength) {
+      st.refuseCode = 2;
+      st.refuseReason = `client id longer than ${this.cfg.maxClientIdLength} bytes`;
+    } else if (clientId === '' && packet.clean === false) {
+      st.refuseCode = 2; // [MQTT-3.1.3-8]
+      st.refuseReason = 'an empty client id needs a clean session';
+    } else if (maxKeepalive > 0 && (keepalive === 0 || keepalive > maxKeepalive)) {
+      st.refuseCode = 2;
+      st.refuseReason = `keepalive ${keepalive} s not within 1..${maxKeepalive} s`;
+    }
+    callback(null, true);
+  }
+
+  private authenticate(
+    client: Client,
+    username: Readonly<string | undefined>,
+    password: Readonly<Buffer | undefined>,
+    done: (error: ConnackError | null, success: boolean | null) => void,
+  ): void {
+    const st = stateOf(client);
+    if (!st) return done(connackError(3, 'unknown connection'), null);
+    if (st.refuseCode !== 0) {
+      this.refused(client, st, st.refuseCode, st.refuseReason, username);
+      return done(connackError(st.refuseCode as 2, st.refuseReason), null);
+    }
+    const certificate = st.transport === 'tls' ? peerCertificate(client.conn as tls.TLSSocket) : undefined;
+    if (username === undefined && certificate === undefined) {
+      if (!this.cfg.allowAnonymous) {
+        this.refused(client, st, 4, 'anonymous connections are not allowed', undefined);
+        return done(connackError(4, 'anonymous connections are not allowed'), null);
+      }
+      if (!this.ownerAllows(client, '')) {
+        this.refused(client, st, 2, 'client id is in use by another user', undefined);
+        return done(connackError(2, 'client id is in use by another user'), null);
+      }
+      st.anonymous = true;
+      this.recordSession(client, '');
+      this.counters.connectsAccepted++;
+      return done(null, true);
+    }
+
+    const credentials: MqttCredentials = { clientId: client.id };
+    if (username !== undefined) credentials.username = username;
+    if (password !== undefined) credentials.password = password;
+    if (certificate !== undefined) credentials.certificate = certificate;
+
+    this.limiter.schedule((release) => {
+      if (client.closed) {
+        release(); // gave up while waiting for a slot
+        return;
+      }
+      const since = this.revocations.seq;
+      let settled = false;
+      const finish = (err: unknown, principal?: MqttPrincipal) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        release();
+        if (client.closed) return;
+        if (err !== null || !principal) {
+          const code = returnCodeFor(err);
+          const reason = code === 4 ? 'bad username or password' : code === 5 ? 'not authorized' : 'authentication failed';
+          if (code === 3) {
+            this.log.error('mqtt authentication error', { clientId: client.id, username, error: err instanceof Error ? err.message : String(err) });
+          }
+          this.refused(client, st, code, reason, username ?? certificate?.commonName);
+          return done(connackError(code, reason), null);
+        }
+        const revoked = this.revocations.revokedSince(since, principal);
+        if (revoked !== false) {
+          const code = revoked === null ? 3 : 4;
+          this.refused(client, st, code, 'credentials revoked during authentication', principal.username);
+          return done(connackError(code, 'credentials revoked'), null);
+        }
+        if (!this.ownerAllows(client, principal.userId)) {
+          this.refused(client, st, 2, 'client id is in use by another user', principal.username);
+          return done(connackError(2, 'client id is in use by another user'), null);
+        }
+        st.principal = principal;
+        let set = this.byUser.get(principal.userId);
+        if (!set) this.byUser.set(principal.userId, (set = new Set()));
+        set.add(client as GatewayClient);
+        this.recordSession(client, principal.userId);
+        this.counters.connectsAccepted++;
+        done(null, true);
+      };
+      const timer = setTimeout(() => finish(new Error('authentication timed out')), this.cfg.connectTimeoutMs);
+      timer.unref();
+      try {
+        this.access.authenticate(credentials).then(
+          (principal) => finish(null, principal),
+          (err: unknown) => finish(err ?? new Error('authentication failed')),
+        );
+      } catch (err) {
+        finish(err ?? new Error('authentication failed'));
+      }
+    });
+  }
+
+  private refused(client: Client, st: ClientState, code: number, reason: string, username: string | undefined): void {
+    this.counters.connectsRefused++;
+    this.log.audit('mqtt.connect.refused', { clientId: client.id, username, returnCode: code, reason, transport: st.transport, remote: st.remote });
+  }
+
+  /** May `owner` use this client id (no other user's live connection or persistent session)? */
+  private ownerAllows(client: Client, owner: string): boolean {
+    const sessionOwner = this.sessionOwners.get(client.id);
+    if (sessionOwner !== undefined && sessionOwner !== owner) return false;
+    const live = this.liveClients.get(client.id);
+    if (live && live !== client && !live.closed) {
+      const st = live.gatewayd;
+      const liveOwner = st?.principal?.userId ?? '';
+      if (liveOwner !== owner) return false;
+    }
+    return true;
+  }
+
+  private recordSession(client: Client, owner: string): void {
+    if (client.clean) {
+      this.sessionOwners.delete(client.id);
+      return;
+    }
+    this.sessionOwners.delete(client.id); // re-insert: most recent last
+    this.sessionOwners.set(client.id, owner);
+    // Bounded: a client cycling through random ids with clean=false must not grow it forever.
+    // The oldest records go first; their sessions lose only the cross-user protection.
+    if (this.sessionOwners.size > SESSION_OWNER_LIMIT) this.sessionOwners.delete(this.sessionOwners.keys().next().value!);
+  }
+
+  private authorizePublish(client: Client | null, packet: { topic: string }, callback: (error?: Error | null) => void): void {
+    const st = stateOf(client);
+    // client null: a will left by a client of another (dead) broker instance; nobody vouches for it.
+    if (!client || !st || st.revoked || st.principal === null) {
+      if (client && st && !client.closed) this.publishRefused(client, st, packet.topic, st.revoked ? 'revoked' : 'anonymous');
+      return callback(new Error('publish not authorized'));
+    }
+    // The will is published while the client closes: not subject to the rate limit.
+    if (!client.closed && !st.bucket.take()) {
+      this.counters.rateLimitDisconnects++;
+      this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
+        clientId: client.id,
+        username: st.principal.username,
+        limitPerSecond: this.cfg.maxPublishesPerSecond,
+      });
+      return callback(new Error('publish rate limit exceeded'));
+    }
+    const raw = packet.topic;
+    const prefix = st.principal.publishPrefix;
+    const topic = prefix ? prefix + raw : raw;
+    if (isSysTopic(raw) || isSysTopic(topic)) {
+      this.publishRefused(client, st, topic, '$SYS is reserved');
+      return callback(new Error('$SYS topics are reserved'));
+    }
+    let ok = st.writeCache.lookup(topic);
+    if (ok === undefined) {
+      ok = this.allows(st.principal, 'write', topic);
+      st.writeCache.store(topic, ok);
+    }
+    if (!ok) {
+      this.publishRefused(client, st, topic, 'no write permission');
+      return callback(new Error('publish not authorized'));
+    }
+    if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
+    callback(null);
+  }
+
+  private publishRefused(client: Client, st: ClientState, topic: string, reason: string): void {
+    this.counters.publishesRefused++;
+    this.log.info('mqtt publish refused, disconnecting', { clientId: client.id, username: st.principal?.username, topic, reason });
+  }
+
+  private authorizeSubscribe(
+    client: Client,
+    sub: { topic: string; qos: number },
+    callback: (error: Error | null, subscription?: any) => void,
+  ): void {
+    const st = stateOf(client);
+    let ok = false;
+    if (st && !st.revoked && st.principal !== null) {
+      try {
+        ok = this.access.coversFilter(st.principal, sub.topic);
+      } catch (err) {
+        this.log.error('mqtt subscribe decision failed', { clientId: client.id, filter: sub.topic, error: (err as Error).message });
+      }
+    }
+    if (!ok) {
+      this.counters.subscriptionsRefused++;
+      this.log.info('mqtt subscription refused', { clientId: client.id, username: st?.principal?.username, filter: sub.topic });
+    }
+    // null: Aedes answers 0x80 for this filter in the SUBACK and keeps the client connected.
+    callback(null, ok ? sub : null);
+  }
+
+  private authorizeForward<P extends { topic: string }>(client: Client, packet: P): P | null {
+    const st = (client as GatewayClient).gatewayd;
+    if (st === undefined || st.principal === null || st.revoked) return null;
+    // Fast path (see ClientState.subscriptionsTrusted). Only once the session is established:
+    // while connecting, Aedes replays the offline queue, whose messages may have been queued
+    // for subscriptions that are no longer granted.
+    if (st.subscriptionsTrusted && client.connected) return packet;
+    const topic = packet.topic;
+    let ok = st.readCache.lookup(topic);
+    if (ok === undefined) {
+      ok = this.allows(st.principal, 'read', topic);
+      st.readCache.store(topic, ok);
+    }
+    if (!ok) {
+      this.counters.forwardsRefused++;
+      return null;
+    }
+    return packet;
+  }
+
+  private allows(principal: MqttPrincipal, operation: 'read' | 'write', topic: string): boolean {
+    try {
+      return this.access.allows(principal, operation, topic) === true;
+    } catch (err) {
+      this.log.error('mqtt permission decision failed', { username: principal.username, operation, topic, error: (err as Error).message });
+      return false;
+    }
+  }
+
+  // ---------------------------------------------------------------- live changes
+
+  private onAccessChange(change: AccessChange): void {
+    try {
+      if (change.kind !== 'permissions') this.revocations.record(change.userId, change.tokenFingerprints);
+      if (change.kind === 'deleted') {
+        for (const [clientId, owner] of this.sessionOwners) if (owner === change.userId) this.sessionOwners.delete(clientId);
+      }
+      const clients = this.byUser.get(change.userId);
+      if (!clients) return;
+      if (change.kind === 'permissions') {
+        for (const client of clients) {
+          const st = client.gatewayd!;
+          st.subscriptionsTrusted = false;
+          st.readCache.clear();
+          st.writeCache.clear();
+        }
+        return;
+      }
+      const tokens = change.kind === 'revoked' ? tokenSetOf(change) : null;
+      for (const client of [...clients]) {
+        const fp = client.gatewayd!.principal?.tokenFingerprint;
+        if (tokens !== null && (fp === undefined || !tokens.has(fp))) continue;
+        this.disconnect(client, change.kind === 'deleted' ? 'user deleted' : 'credentials revoked');
+      }
+    } catch (err) {
+      this.log.error('mqtt access change handling failed', { userId: change.userId, kind: change.kind, error: (err as Error).message });
+    }
+  }
+
+  private disconnect(client: GatewayClient, reason: string): void {
+    const st = client.gatewayd!;
+    if (st.revoked) return;
+    st.revoked = true;
+    this.forget(client);
+    this.counters.revocationDisconnects++;
+    this.log.audit('mqtt.session.closed', { clientId: client.id, username: st.principal?.username, reason });
+    // No will: the session ends because its credentials are gone. _disconnected is what Aedes
+    // checks to skip the will (set by a DISCONNECT packet); authorizePublish refuses it anyway.
+    (client as unknown as { _disconnected: boolean })._disconnected = true;
+    if (client.connected || client.closed) {
+      client.close();
+    } else {
+      // Still inside the CONNECT sequence: closing now could race Aedes' registration of the
+      // client; close as soon as the session is established.
+      client.once('connected', () => client.close());
+    }
+  }
+}
+
+function pathOf(url: string | undefined): string {
+  if (!url) return '';
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+function listen(server: net.Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
+      server.removeListener('error', onError);
+      resolve((server.address() as net.AddressInfo).port);
+    });
+  });
+}
+
+async function withTimeout(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    promise.then(() => undefined, () => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}

@@ -1,0 +1,255 @@
+// Small, allocation-free building blocks for the broker's hardening rules. Kept apart
+// from broker.ts so each can be unit-tested and reasoned about on its own.
+
+/**
+ * Runs at most `limit` jobs at once; the others wait in FIFO order. Nothing is dropped:
+ * a reboot storm of many clients is served in turn instead of failing. A job receives
+ * `release`, which it must call exactly once (extra calls are ignored).
+ */
+export class ConcurrencyLimiter {
+  private active = 0;
+  private queue: Array<(release: () => void) => void> = [];
+  private head = 0;
+
+  constructor(private readonly limit: number) {}
+
+  get running(): number {
+    return this.active;
+  }
+
+  get waiting(): number {
+    return this.queue.length - this.head;
+  }
+
+  schedule(job: (release: () => void) => void): void {
+    if (this.active < this.limit) {
+      this.start(job);
+      return;
+    }
+    this.queue.push(job);
+  }
+
+  private start(job: (release: () => void) => void): void {
+    this.active++;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.active--;
+      this.next();
+    };
+    try {
+      job(release);
+    } catch {
+      release();
+    }
+  }
+
+  private next(): void {
+    while (this.active < this.limit && this.head < this.queue.length) {
+      const job = this.queue[this.head]!;
+      this.queue[this.head] = undefined as never;
+      this.head++;
+      // Compact now and then so a long storm does not keep a huge sparse array.
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue = this.queue.slice(this.head);
+        this.head = 0;
+      }
+      this.start(job);
+    }
+  }
+}
+
+/**
+ * Token bucket: `ratePerSecond` tokens per second, burst of one second's worth.
+ * `take()` costs one clock read and a few arithmetic operations.
+ */
+export class TokenBucket {
+  private tokens: number;
+  private refilledAt: number;
+
+  constructor(private readonly ratePerSecond: number) {
+    this.tokens = ratePerSecond;
+    this.refilledAt = Date.now();
+  }
+
+  take(now = Date.now()): boolean {
+    const elapsed = now - this.refilledAt;
+    if (elapsed > 0) {
+      const tokens = this.tokens + (elapsed * this.ratePerSecond) / 1000;
+      this.tokens = tokens > this.ratePerSecond ? this.ratePerSecond : tokens;
+      this.refilledAt = now;
+    }
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return true;
+    }
+    return false;
+  }
+}
+
+/**
+ * Per-client cache of permission decisions by topic, bounded to `size` entries.
+ *
+ * The permission engine is already O(topic levels) (~0.2 µs), so a cache only pays when topics
+ * repeat (a device publishing to its few topics). It fills up to `size` entries and then stops
+ * inserting; only after `4 × size` misses is it emptied and refilled, so a subscriber that sees
+ * thousands of distinct topics costs one Map lookup plus the engine call, not an
+ * insert-and-evict per message (which cost twice the engine call in measurements).
+ */
+export class DecisionCache {
+  private readonly map = new Map<string, boolean>();
+  private misses = 0;
+
+  constructor(private readonly size: number) {}
+
+  get entries(): number {
+    return this.map.size;
+  }
+
+  lookup(topic: string): boolean | undefined {
+    const decision = this.map.get(topic);
+    if (decision === undefined) this.misses++;
+    return decision;
+  }
+
+  store(topic: string, decision: boolean): void {
+    if (this.map.size < this.size) {
+      this.map.set(topic, decision);
+    } else if (this.misses > 4 * this.size) {
+      this.map.clear();
+      this.misses = 0;
+      this.map.set(topic, decision);
+    }
+  }
+
+  clear(): void {
+    this.map.clear();
+    this.misses = 0;
+  }
+}
+
+/** Bytes the MQTT "remaining length" variable byte integer takes for `length`. */
+export function varIntSize(length: number): number {
+  return length < 128 ? 1 : length < 16_384 ? 2 : length < 2_097_152 ? 3 : 4;
+}
+
+/** The part of mqtt-packet's Parser (v9) that the size limit hooks into. */
+interface MqttPacketParser {
+  packet: { length: number; cmd?: string };
+  _parseLength(): boolean;
+  _emitError(err: Error): void;
+}
+
+function isParser(value: unknown): value is MqttPacketParser {
+  const p = value as Partial<MqttPacketParser> | null;
+  return !!p && typeof p._parseLength === 'function' && typeof p._emitError === 'function';
+}
+
+/**
+ * Makes one connection's mqtt-packet parser refuse a packet whose total size (fixed header +
+ * remaining length) exceeds `maxBytes` as soon as the length field is read, before the body is
+ * buffered. Aedes 1.x creates its parser without a size limit (and mqtt-packet 9 has no such
+ * option), so a client could otherwise make the broker buffer up to 256 MiB per packet.
+ * The parser error makes Aedes close the connection. Returns false when the parser does not
+ * have the expected shape (a changed dependency), so the caller can log it once.
+ */
+export function limitPacketSize(parser: unknown, maxBytes: number, onOversize: (bytes: number, cmd: string) => void): boolean {
+  if (!isParser(parser)) return false;
+  const parseLength = parser._parseLength;
+  parser._parseLength = function limitedParseLength(this: MqttPacketParser): boolean {
+    const done = parseLength.call(this);
+    if (done) {
+      const length = this.packet.length;
+      const total = 1 + varIntSize(length) + length;
+      if (total > maxBytes) {
+        onOversize(total, this.packet.cmd ?? 'unknown');
+        this._emitError(new Error(`packet of ${total} bytes exceeds the limit of ${maxBytes} bytes`));
+        return false;
+      }
+    }
+    return done;
+  };
+  return true;
+}
+
+/** The promise half of the aedes-persistence interface that the queue bound wraps. */
+interface OutgoingPersistence {
+  outgoingEnqueue(sub: { clientId: string }, packet: unknown, cb?: unknown): unknown;
+  outgoingEnqueueCombi(subs: Array<{ clientId: string }>, packet: unknown, cb?: unknown): unknown;
+  outgoingClearMessageId(client: { id: string }, packet: unknown, cb?: unknown): unknown;
+}
+
+function isOutgoingPersistence(value: unknown): value is OutgoingPersistence {
+  const p = value as Partial<OutgoingPersistence> | null;
+  return (
+    !!p &&
+    typeof p.outgoingEnqueue === 'function' &&
+    typeof p.outgoingEnqueueCombi === 'function' &&
+    typeof p.outgoingClearMessageId === 'function'
+  );
+}
+
+/**
+ * Bounds every session's outgoing QoS>0 queue (unacknowledged + offline messages of persistent
+ * sessions) to `limit` messages. The in-memory aedes persistence keeps them in an unbounded
+ * array per client id, so a persistent-session subscriber that never comes back, or never
+ * acknowledges, would grow memory forever. Beyond the limit new messages are dropped for that
+ * session (tail drop, as mosquitto's max_queued_messages); an online session whose queue is full
+ * is disconnected by aedes when the dropped message cannot be tracked (a slow consumer).
+ *
+ * Works on the promise-style calls aedes 1.x makes; counts are exact because the memory
+ * persistence adds one entry per subscription on enqueue and removes one per cleared id.
+ */
+export function boundOutgoingQueues(
+  persistence: unknown,
+  limit: number,
+  onDrop: (clientId: string) => void,
+): { queued(clientId: string): number } | null {
+  if (!isOutgoingPersistence(persistence)) return null;
+  const counts = new Map<string, number>();
+  const enqueue = persistence.outgoingEnqueue.bind(persistence);
+  const enqueueCombi = persistence.outgoingEnqueueCombi.bind(persistence);
+  const clear = persistence.outgoingClearMessageId.bind(persistence);
+
+  const admit = (clientId: string): boolean => {
+    const n = counts.get(clientId) ?? 0;
+    if (n >= limit) {
+      onDrop(clientId);
+      return false;
+    }
+    counts.set(clientId, n + 1);
+    return true;
+  };
+
+  persistence.outgoingEnqueue = (sub, packet, cb) => {
+    if (cb !== undefined) return enqueue(sub, packet, cb); // callback API: not used by aedes 1.x
+    if (!admit(sub.clientId)) return Promise.resolve();
+    return enqueue(sub, packet);
+  };
+  persistence.outgoingEnqueueCombi = (subs, packet, cb) => {
+    if (cb !== undefined) return enqueueCombi(subs, packet, cb);
+    let kept = subs;
+    for (let i = 0; i < subs.length; i++) {
+      if (!admit(subs[i]!.clientId)) {
+        // Rare path: rebuild the list without the full queues.
+        kept = subs.slice(0, i);
+        for (let j = i + 1; j < subs.length; j++) if (admit(subs[j]!.clientId)) kept.push(subs[j]!);
+        break;
+      }
+    }
+    return enqueueCombi(kept, packet);
+  };
+  persistence.outgoingClearMessageId = (client, packet, cb) => {
+    if (cb !== undefined) return clear(client, packet, cb);
+    return Promise.resolve(clear(client, packet)).then((removed) => {
+      if (removed) {
+        const n = (counts.get(client.id) ?? 1) - 1;
+        if (n > 0) counts.set(client.id, n);
+        else counts.delete(client.id);
+      }
+      return removed;
+    });
+  };
+  return { queued: (clientId) => counts.get(clientId) ?? 0 };
+}

@@ -1,0 +1,398 @@
+// Helpers for the broker tests (test/mqtt-*.test.ts): a broker on 127.0.0.1 port 0 with a
+// captured log, mqtt.js connection helpers, the mosquitto CLI clients and openssl-made certs.
+
+import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import type { GatewayConfig } from '../../src/config/config-schema.js';
+import { createLogger } from '../../src/log/logger.js';
+import { createBroker, type Broker, type BrokerOptions } from '../../src/mqtt/index.js';
+import type { StaticMqttAccess } from './static-mqtt-access.js';
+
+const run = promisify(execFile);
+
+export function mqttConfig(overrides: Partial<GatewayConfig['mqtt']> = {}): GatewayConfig['mqtt'] {
+  return {
+    enabled: true,
+    port: 0,
+    tlsPort: 0,
+    websocketPath: '/mqtt',
+    allowAnonymous: false,
+    maxPacketSizeBytes: 262144,
+    maxClientIdLength: 128,
+    maxConnectionsPerClientId: 1,
+    maxInflightMessages: 100,
+    maxQueuedMessages: 1000,
+    maxKeepaliveSeconds: 3600,
+    connectTimeoutMs: 30000,
+    maxPublishesPerSecond: 100000,
+    maxConcurrentAuth: 32,
+    retryIntervalSeconds: 30,
+    serverHostnames: [],
+    ...overrides,
+  };
+}
+
+export interface Certs {
+  dir: string;
+  caCert: string;
+  serverKey: string;
+  serverCert: string;
+  clientKey: string;
+  clientCert: string;
+  /** SHA-256 of the client certificate's DER, lowercase hex without colons. */
+  clientFingerprint: string;
+  /** A second CA, not trusted at first, and a client certificate CN=device-02 it signed. */
+  otherCaCert: string;
+  otherClientKey: string;
+  otherClientCert: string;
+  paths: Record<'caCert' | 'clientKey' | 'clientCert' | 'otherCaCert' | 'otherClientKey' | 'otherClientCert', string>;
+  cleanup(): Promise<void>;
+}
+
+/** CA, server certificate (SAN 127.0.0.1, localhost) and client certificates made with openssl. */
+export async function makeCerts(): Promise<Certs> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'gatewayd-mqtt-certs-'));
+  const f = (name: string) => path.join(dir, name);
+  const ssl = (...args: string[]) => run('openssl', args, { cwd: dir });
+  const days = ['-days', '2'];
+  await writeFile(f('server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  await writeFile(f('client.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const ca of ['ca', 'other-ca']) {
+    await ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f(`${ca}.key`), '-out', f(`${ca}.pem`), ...days, '-subj', `/CN=test ${ca}`);
+  }
+  const leaf = async (name: string, cn: string, ca: string, ext: string) => {
+    await ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=${cn}`);
+    await ssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f(`${ca}.pem`), '-CAkey', f(`${ca}.key`), '-CAcreateserial', '-out', f(`${name}.pem`), ...days, '-extfile', f(ext));
+  };
+  await leaf('server', 'localhost', 'ca', 'server.ext');
+  await leaf('client', 'device-01', 'ca', 'client.ext');
+  await leaf('other-client', 'device-02', 'other-ca', 'client.ext');
+  const fp = await ssl('x509', '-in', f('client.pem'), '-noout', '-fingerprint', '-sha256');
+  const clientFingerprint = fp.stdout.trim().split('=')[1]!.replaceAll(':', '').toLowerCase();
+  const read = (name: string) => readFile(f(name), 'utf8');
+  return {
+    dir,
+    caCert: await read('ca.pem'),
+    serverKey: await read('server.key'),
+    serverCert: await read('server.pem'),
+    clientKey: await read('client.key'),
+    clientCert: await read('client.pem'),
+    clientFingerprint,
+    otherCaCert: await read('other-ca.pem'),
+    otherClientKey: await read('other-client.key'),
+    otherClientCert: await read('other-client.pem'),
+    paths: {
+      caCert: f('ca.pem'),
+      clientKey: f('client.key'),
+      clientCert: f('client.pem'),
+      otherCaCert: f('other-ca.pem'),
+      otherClientKey: f('other-client.key'),
+      otherClientCert: f('other-client.pem'),
+    },
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+}
+
+export interface TestBroker {
+  broker: Broker;
+  port: number;
+  tlsPort: number;
+  httpServer: http.Server;
+  httpPort: number;
+  /** Parsed JSON log lines written so far. */
+  logs: Array<Record<string, unknown>>;
+  /** Raw log text, to check that no secret was written. */
+  logText(): string;
+  /** Resolves with the first log line (already written or future) matching `pred`. */
+  waitForLog(pred: (line: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>>;
+  /** Trusted CA list returned by ca(); tests may change it and call broker.refreshTls(). */
+  trusted: string[];
+  stop(): Promise<void>;
+}
+
+export async function startBroker(
+  access: StaticMqttAccess,
+  certs: Certs,
+  config: Partial<GatewayConfig['mqtt']> = {},
+  extra: Partial<BrokerOptions> = {},
+): Promise<TestBroker> {
+  const lines: string[] = [];
+  const logs: Array<Record<string, unknown>> = [];
+  const logWaiters = new Set<{ pred: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }>();
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line) continue;
+        lines.push(line);
+        try {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          logs.push(entry);
+          for (const w of logWaiters) {
+            if (w.pred(entry)) {
+              logWaiters.delete(w);
+              w.resolve(entry);
+            }
+          }
+        } catch {
+          // not JSON: kept in the text only
+        }
+      }
+      cb();
+    },
+  });
+  const trusted = [certs.caCert];
+  const log = createLogger({ level: 'debug', stream });
+  const broker = createBroker({
+    config: mqttConfig(config),
+    host: '127.0.0.1',
+    log,
+    access,
+    tls: { key: certs.serverKey, cert: certs.serverCert, ca: () => [...trusted] },
+    ...extra,
+  });
+  const { port, tlsPort } = await broker.start();
+  const httpServer = http.createServer((_req, res) => {
+    res.statusCode = 404;
+    res.end();
+  });
+  broker.handleUpgrade(httpServer);
+  await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
+  const httpPort = (httpServer.address() as AddressInfo).port;
+  return {
+    broker,
+    port,
+    tlsPort,
+    httpServer,
+    httpPort,
+    logs,
+    logText: () => lines.join('\n'),
+    waitForLog(pred, ms = 5000) {
+      const seen = logs.find(pred);
+      if (seen) return Promise.resolve(seen);
+      let waiter!: { pred: typeof pred; resolve: (line: Record<string, unknown>) => void };
+      const found = new Promise<Record<string, unknown>>((resolve) => {
+        waiter = { pred, resolve };
+        logWaiters.add(waiter);
+      });
+      return withTimeout(found, ms, 'log line not written').finally(() => logWaiters.delete(waiter));
+    },
+    trusted,
+    async stop() {
+      await broker.stop();
+      httpServer.closeAllConnections();
+      await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+    },
+  };
+}
+
+const openClients = new Set<MqttClient>();
+
+/** Ends every client opened by connect()/tryConnect() (call in afterEach). */
+export async function endAllClients(): Promise<void> {
+  const clients = [...openClients];
+  openClients.clear();
+  await Promise.all(clients.map((c) => c.endAsync(true).catch(() => undefined)));
+}
+
+export function clientOptions(port: number, options: IClientOptions = {}): IClientOptions {
+  return {
+    host: '127.0.0.1',
+    port,
+    protocolVersion: 4,
+    reconnectPeriod: 0,
+    connectTimeout: 10_000,
+    clientId: `t-${Math.random().toString(16).slice(2, 12)}`,
+    ...options,
+  };
+}
+
+/** Connects; resolves with the connected client or rejects with the CONNACK error. */
+export function connect(port: number, options: IClientOptions = {}): Promise<MqttClient> {
+  return connectUrl(undefined, clientOptions(port, options));
+}
+
+export function connectUrl(url: string | undefined, options: IClientOptions): Promise<MqttClient> {
+  const client = url ? mqtt.connect(url, options) : mqtt.connect(options);
+  openClients.add(client);
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => {
+      cleanup();
+      client.end(true);
+      reject(err);
+    };
+    const onClose = () => {
+      cleanup();
+      reject(new Error('closed before CONNACK'));
+    };
+    const onConnect = () => {
+      cleanup();
+      resolve(client);
+    };
+    const cleanup = () => {
+      client.removeListener('error', onError);
+      client.removeListener('close', onClose);
+      client.removeListener('connect', onConnect);
+    };
+    client.on('error', onError);
+    client.on('close', onClose);
+    client.on('connect', onConnect);
+  });
+}
+
+/** CONNACK return code of a connection attempt: 0 when accepted, else the refusal code. */
+export async function connackCode(port: number, options: IClientOptions = {}): Promise<number> {
+  try {
+    const client = await connect(port, options);
+    await client.endAsync(true);
+    return 0;
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'number') return code;
+    throw err;
+  }
+}
+
+/** Resolves when the client's connection closes; rejects after `ms`. */
+export function closed(client: MqttClient, ms = 1000): Promise<number> {
+  const started = Date.now();
+  if (!client.connected && client.disconnected) return Promise.resolve(0);
+  return withTimeout(new Promise<number>((resolve) => client.once('close', () => resolve(Date.now() - started))), ms, 'connection still open');
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+export interface Received {
+  topic: string;
+  payload: string;
+}
+
+/** Collects messages; `next(n)` waits for the n-th message in total (1-based). */
+export function collect(client: MqttClient): { messages: Received[]; until(pred: (m: Received) => boolean, ms?: number): Promise<Received> } {
+  const messages: Received[] = [];
+  const waiters: Array<{ pred: (m: Received) => boolean; resolve: (m: Received) => void }> = [];
+  client.on('message', (topic, payload) => {
+    const m = { topic, payload: payload.toString('utf8') };
+    messages.push(m);
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i]!.pred(m)) {
+        waiters[i]!.resolve(m);
+        waiters.splice(i, 1);
+      }
+    }
+  });
+  return {
+    messages,
+    until(pred, ms = 5000) {
+      const seen = messages.find(pred);
+      if (seen) return Promise.resolve(seen);
+      return withTimeout(new Promise<Received>((resolve) => waiters.push({ pred, resolve })), ms, 'message not received');
+    },
+  };
+}
+
+/**
+ * Connects with a message collector attached before the CONNACK, so messages replayed from a
+ * persistent session's queue right after connecting are not missed.
+ */
+export async function connectWithInbox(port: number, options: IClientOptions): Promise<{ client: MqttClient; inbox: ReturnType<typeof collect> }> {
+  const client = mqtt.connect(clientOptions(port, options));
+  openClients.add(client);
+  const inbox = collect(client);
+  await withTimeout(
+    new Promise<void>((resolve, reject) => {
+      client.once('connect', () => resolve());
+      client.once('error', reject);
+    }),
+    5000,
+    'not connected',
+  );
+  return { client, inbox };
+}
+
+/** Granted QoS list of a SUBSCRIBE (128 = refused). */
+export async function subscribe(client: MqttClient, filter: string | string[], qos: 0 | 1 | 2 = 0): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    client.subscribe(filter, { qos }, (err, granted) => {
+      // mqtt.js reports a SUBACK holding 0x80 as an error that carries the packet.
+      const suback = (err as { packet?: { cmd?: string; granted?: number[] } } | null)?.packet;
+      if (suback?.cmd === 'suback' && suback.granted) resolve(suback.granted);
+      else if (err) reject(err);
+      else if (granted) resolve(granted.map((g) => g.qos));
+      else reject(new Error('no SUBACK'));
+    });
+  });
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a CLI program to completion (bounded by `ms`). */
+export function runCli(cmd: string, args: string[], ms = 10_000): Promise<CliResult> {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const done = new Promise<CliResult>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+  return withTimeout(done, ms, `${cmd} did not finish`).catch((err: unknown) => {
+    child.kill('SIGKILL');
+    throw err;
+  });
+}
+
+/**
+ * Starts `mosquitto_sub -d ...` and resolves once its SUBACK arrived; `result` completes when
+ * the process exits (use -C n so it exits after n messages).
+ */
+export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ result: Promise<CliResult>; kill(): void }> {
+  // mosquitto_sub block-buffers stdout into a pipe; stdbuf (coreutils) makes it line-buffered
+  // so that the SUBACK line arrives while it runs.
+  const child = spawn('stdbuf', ['-oL', 'mosquitto_sub', '-d', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let subscribed: () => void = () => {};
+  let failed: (err: Error) => void = () => {};
+  const ready = new Promise<void>((resolve, reject) => {
+    subscribed = resolve;
+    failed = reject;
+  });
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    if (stdout.includes('received SUBACK')) subscribed();
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const result = new Promise<CliResult>((resolve) => {
+    child.once('close', (code) => {
+      failed(new Error(`mosquitto_sub exited (${code}) before SUBACK: ${stdout} ${stderr}`));
+      resolve({ code, stdout, stderr });
+    });
+  });
+  try {
+    await withTimeout(ready, ms, 'mosquitto_sub not subscribed');
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  return { result: withTimeout(result, ms, 'mosquitto_sub did not finish'), kill: () => child.kill('SIGKILL') };
+}
