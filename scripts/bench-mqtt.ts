@@ -53,6 +53,7 @@ function benchConfig(): GatewayConfig['mqtt'] {
     maxConnectionsPerClientId: 1,
     maxInflightMessages: 100,
     maxQueuedMessages: 1000,
+    drainTimeoutMs: 5000,
     maxKeepaliveSeconds: 3600,
     connectTimeoutMs: 30000,
     // The rate limit is measured by the tests; here it must not trip (cost of the check stays in).

@@ -21,6 +21,8 @@ import { sessionRoutes } from './http/routes/session-routes.js';
 import { userRoutes } from './http/routes/user-routes.js';
 import { roleRoutes } from './http/routes/role-routes.js';
 import { configRoutes } from './http/routes/config-routes.js';
+import { brokerRoutes } from './http/routes/broker-routes.js';
+import { createBroker, type Broker } from './mqtt/index.js';
 import { createMaintenanceService } from './maintenance/maintenance-service.js';
 import { recoverMaintenanceFiles } from './maintenance/recovery.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
@@ -50,6 +52,9 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
+  // The broker needs the CA's server certificate, which the pki part loads at start.
+  let broker: Broker | undefined;
+  let brokerPorts = { mqtt: 0, mqtts: 0 };
 
   const app = createHttpApp({
     log,
@@ -67,6 +72,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       userRoutes({ users, tokens }),
       roleRoutes({ roles }),
       maintenanceRoutes({ maintenance }),
+      brokerRoutes({ broker: () => broker }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
@@ -95,13 +101,37 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       stop: async () => {},
     },
     maintenance.part,
+    ...(config.mqtt.enabled
+      ? [
+          {
+            name: 'mqtt',
+            start: async () => {
+              const authority = ca!;
+              broker = createBroker({
+                config: config.mqtt,
+                host: config.host,
+                log: log.child({ part: 'mqtt' }),
+                access: mqttAccess,
+                tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => [authority.caCertPem] },
+              });
+              const bound = await broker.start();
+              brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };
+              // Before HTTP listens, so the first WebSocket upgrade already finds the broker.
+              broker.handleUpgrade(http.server);
+            },
+            stop: async () => {
+              await broker?.stop();
+            },
+          } satisfies Part,
+        ]
+      : []),
     http,
   ];
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, get ca() { return ca; } },
-    ports: () => ({ http: http.port() }),
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, get ca() { return ca; }, get broker() { return broker; } },
+    ports: () => ({ http: http.port(), ...brokerPorts }),
   };
 }
 export type Gateway = ReturnType<typeof wireGateway>;

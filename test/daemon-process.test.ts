@@ -22,6 +22,8 @@ describe('daemon process', function () {
   it('logs one JSON ready line with the bound ports and exits 0 on SIGTERM', async () => {
     const d = await startDaemonProcess(tempDir());
     expect(d.ready.http).to.be.a('number').greaterThan(0);
+    expect(d.ready.mqtt).to.be.a('number').greaterThan(0);
+    expect(d.ready.mqtts).to.be.a('number').greaterThan(0);
     expect(d.lines.every((l) => typeof l.level === 'string' && typeof l.timestamp === 'string')).to.equal(true);
     const res = await fetch(`http://127.0.0.1:${d.ready.http}/api/policy/username`, { headers: { authorization: basic } });
     expect(res.status).to.equal(200);

@@ -204,7 +204,7 @@ describe('mqtt broker transports and limits', function () {
 
     it('disconnects a subscriber that stops reading (slow consumer) after the drain timeout', async function () {
       this.timeout(20_000);
-      tb = await startBroker(access, certs, { maxPacketSizeBytes: 1_048_576 }, { drainTimeoutMs: 300 });
+      tb = await startBroker(access, certs, { maxPacketSizeBytes: 1_048_576, drainTimeoutMs: 300 });
       const slow = await connect(tb.port, login('reader', 'reader-pw', { clientId: 'slow-consumer' }));
       await subscribe(slow, 'data/#');
       const healthy = await connect(tb.port, login('reader', 'reader-pw'));

@@ -39,6 +39,7 @@ export const configSchema = obj({
     maxConnectionsPerClientId: positiveInt,
     maxInflightMessages: { type: 'integer', minimum: 1, maximum: 65535 },
     maxQueuedMessages: positiveInt,
+    drainTimeoutMs: { type: 'integer', minimum: 100 },
     maxKeepaliveSeconds: { type: 'integer', minimum: 0, maximum: 65535 },
     connectTimeoutMs: { type: 'integer', minimum: 100 },
     maxPublishesPerSecond: positiveInt,
@@ -136,6 +137,8 @@ export interface GatewayConfig {
     maxConnectionsPerClientId: number;
     maxInflightMessages: number;
     maxQueuedMessages: number;
+    /** How long a subscriber's socket may stay full before it is disconnected (slow consumer). */
+    drainTimeoutMs: number;
     maxKeepaliveSeconds: number;
     connectTimeoutMs: number;
     maxPublishesPerSecond: number;

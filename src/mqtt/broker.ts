@@ -47,11 +47,6 @@ export interface BrokerOptions {
   access: MqttAccess;
   /** Server key/cert PEM; ca() = trusted CA PEMs for client certificates, read per TLS context. */
   tls: { key: string; cert: string; ca: () => string[] };
-  /**
-   * How long a subscriber's socket may stay full before it is disconnected (slow consumer).
-   * Not in the configuration schema yet; default 5000 ms.
-   */
-  drainTimeoutMs?: number;
 }
 
 export interface BrokerStats {
@@ -105,7 +100,6 @@ const SESSION_OWNER_LIMIT = 100_000;
  * dropped SYNs are retried by the client only after 1 s, then 3 s...
  */
 const LISTEN_BACKLOG = 2048;
-const DEFAULT_DRAIN_TIMEOUT_MS = 5000;
 
 /** Per-connection state, stored on the Aedes client object as `gatewayd`. */
 class ClientState {
@@ -216,7 +210,7 @@ function tokenSetOf(change: AccessChange): ReadonlySet<string> | null {
 }
 
 /** Aedes options shared by the gatewayd broker and the bare broker of the benchmark. */
-export function aedesBaseOptions(config: GatewayConfig['mqtt'], drainTimeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): AedesOptions {
+export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
   return {
     connectTimeout: config.connectTimeoutMs,
     // Only applies to MQTT 3.1 (3.1.1 has no limit in Aedes); the general check is in preConnect.
@@ -228,7 +222,7 @@ export function aedesBaseOptions(config: GatewayConfig['mqtt'], drainTimeoutMs =
     maxInflightInbound: config.maxInflightMessages,
     // A subscriber whose socket stays full this long is disconnected, so one frozen consumer
     // cannot hold every delivery slot (Aedes `concurrency`) for long.
-    drainTimeout: drainTimeoutMs,
+    drainTimeout: config.drainTimeoutMs,
     // keepaliveLimit stays 0: Aedes would answer CONNACK 6, which MQTT 3.1.1 does not define.
   };
 }
@@ -293,7 +287,7 @@ class GatewayBroker implements Broker {
 
   private async doStart(): Promise<{ port: number; tlsPort: number }> {
     const aedes = await Aedes.createBroker({
-      ...aedesBaseOptions(this.cfg, this.options.drainTimeoutMs),
+      ...aedesBaseOptions(this.cfg),
       preConnect: (client, packet, callback) => this.preConnect(client, packet, callback),
       authenticate: (client, username, password, done) => this.authenticate(client, username, password, done),
       authorizePublish: (client, packet, callback) => this.authorizePublish(client, packet, callback),

@@ -29,6 +29,7 @@ export function mqttConfig(overrides: Partial<GatewayConfig['mqtt']> = {}): Gate
     maxConnectionsPerClientId: 1,
     maxInflightMessages: 100,
     maxQueuedMessages: 1000,
+    drainTimeoutMs: 5000,
     maxKeepaliveSeconds: 3600,
     connectTimeoutMs: 30000,
     maxPublishesPerSecond: 100000,
