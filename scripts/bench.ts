@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, permissions, identity, mqtt, maintenance (default: all).
+// startup, permissions, identity, mqtt, mqtt-auth, maintenance (default: all).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,9 +45,10 @@ export async function benchStartup(): Promise<Record<string, number>> {
 const suites: Record<string, () => Promise<Record<string, number>>> = {
   startup: benchStartup,
   permissions: async () => (await import('./bench-permissions.js')).benchPermissions(),
-  identity: async () => (await import(['./bench-identity.js'][0]!)).benchIdentity(),
-  mqtt: async () => (await import(['./bench-mqtt.js'][0]!)).benchMqtt(),
-  maintenance: async () => (await import(['./bench-maintenance.js'][0]!)).benchMaintenance(),
+  identity: async () => (await import('./bench-identity.js')).benchIdentity(),
+  mqtt: async () => (await import('./bench-mqtt.js')).benchMqtt(),
+  'mqtt-auth': async () => (await import('./bench-mqtt-auth.js')).benchMqttAuth(),
+  maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),
 };
 
 async function main(): Promise<void> {

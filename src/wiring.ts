@@ -14,7 +14,8 @@ import { createMqttAccess } from './auth/create-mqtt-access.js';
 import { createPermissionEngine } from './permissions/permission-engine.js';
 import { createRoleService } from './roles/role-service.js';
 import { createUserService } from './users/user-service.js';
-import { loadOrCreateCertificateAuthority, type CertificateAuthority } from './certs/index.js';
+import { createTrustedCertificateService, loadOrCreateCertificateAuthority, type CertificateAuthority } from './certs/index.js';
+import { certificateRoutes } from './http/routes/certificate-routes.js';
 import { createHttpApp } from './http/create-http-app.js';
 import { createHttpServerPart } from './http/http-server.js';
 import { sessionRoutes } from './http/routes/session-routes.js';
@@ -55,6 +56,12 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   // The broker needs the CA's server certificate, which the pki part loads at start.
   let broker: Broker | undefined;
   let brokerPorts = { mqtt: 0, mqtts: 0 };
+  const trusted = createTrustedCertificateService({
+    store,
+    caCertPem: () => ca!.caCertPem,
+    log,
+    onChange: () => broker?.refreshTls(),
+  });
 
   const app = createHttpApp({
     log,
@@ -73,6 +80,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       roleRoutes({ roles }),
       maintenanceRoutes({ maintenance }),
       brokerRoutes({ broker: () => broker }),
+      certificateRoutes({ trusted }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
@@ -81,7 +89,11 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     {
       name: 'store',
       start: async () => {
-        store.onReopen(() => log.info('store reopened'));
+        store.onReopen(() => {
+          log.info('store reopened');
+          // A restored store brings its own trusted certificates.
+          broker?.refreshTls();
+        });
       },
       stop: async () => {
         await store.flushed();
@@ -112,7 +124,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
                 host: config.host,
                 log: log.child({ part: 'mqtt' }),
                 access: mqttAccess,
-                tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => [authority.caCertPem] },
+                tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => trusted.pems() },
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };
@@ -130,7 +142,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), ...brokerPorts }),
   };
 }

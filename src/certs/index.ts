@@ -21,3 +21,5 @@ export {
   type CertificateAuthorityOptions,
   type SignCsrOptions,
 } from './certificate-authority.js';
+export { createTrustedCertificateService } from './trusted-certificates.js';
+export type { TrustedCertificateService } from './trusted-certificates.js';

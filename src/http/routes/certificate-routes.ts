@@ -1,0 +1,20 @@
+import type { TrustedCertificateService } from '../../certs/trusted-certificates.js';
+import type { RouteModule } from '../create-http-app.js';
+import { queryString } from './query.js';
+
+export function certificateRoutes(deps: { trusted: TrustedCertificateService }): RouteModule {
+  const { trusted } = deps;
+  return (r) => {
+    r.get('/api/certificates', (_req, res) => void res.json(trusted.list()));
+    r.post('/api/certificates', async (req, res) => {
+      res.status(201).json(await trusted.add(req.body as string));
+    });
+    r.delete('/api/certificates', async (req, res) => {
+      await trusted.remove(queryString(req.query.id)!.toLowerCase());
+      res.status(200).end();
+    });
+    r.get('/api/certificates/content', (req, res) => {
+      res.json(trusted.content(queryString(req.query.id)!.toLowerCase()));
+    });
+  };
+}
