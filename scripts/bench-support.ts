@@ -48,7 +48,7 @@ export interface BenchGateway {
 }
 
 /** The real gateway with silent logs and no response validation, in a temp data dir. */
-export async function startBenchGateway(options: { adminPassword: string; passwordHashCost: number; prefix: string }): Promise<BenchGateway> {
+export async function startBenchGateway(options: { adminPassword: string; passwordHashCost: number; prefix: string; auth?: Record<string, unknown> }): Promise<BenchGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), options.prefix));
   const config = loadConfig({
     env: {},
@@ -58,7 +58,7 @@ export async function startBenchGateway(options: { adminPassword: string; passwo
       log: { level: 'error', requests: false },
       http: { port: 0 },
       mqtt: { port: 0, tlsPort: 0 },
-      auth: { adminPassword: options.adminPassword, passwordHashCost: options.passwordHashCost },
+      auth: { adminPassword: options.adminPassword, passwordHashCost: options.passwordHashCost, ...(options.auth ?? {}) },
       mapping: { servicesDir: join(dataDir, 'services') },
     },
   });

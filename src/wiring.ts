@@ -49,7 +49,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const roles = createRoleService({ store, engine, log });
   const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
-  const auth = createAuthService({ users, tokens, hasher, throttle, engine, config: config.auth, log });
+  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log });
   const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;

@@ -8,6 +8,8 @@ import type { UserService } from '../users/user-service.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { tokenFingerprint, type TokenService } from './token-service.js';
+import type { AccessEvents } from './access-events.js';
+import { createVerifiedPasswordCache } from './verified-password-cache.js';
 
 /** Who is calling, once a credential checked out. */
 export interface Principal {
@@ -34,23 +36,30 @@ export function createAuthService(deps: {
   hasher: PasswordHasher;
   throttle: LoginThrottle;
   engine: PermissionEngine;
+  events: AccessEvents;
   config: GatewayConfig['auth'];
   log: Logger;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;
+  const verified = createVerifiedPasswordCache({ ttlMs: config.verifiedPasswordCacheSeconds * 1000, maxEntries: 10_000 });
+  deps.events.on((change) => {
+    if (change.kind !== 'permissions') verified.forget(change.userId);
+  });
 
   /** Checks a username and password with brute-force throttling; throws 401 or 429. */
   async function checkPassword(username: string, password: string, via: string): Promise<UserRecord> {
     await throttle.before(username);
     const user = users.findByUsername(username);
     const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
-    const ok = (await hasher.verify(passwordAllowed ? user.passwordHash : undefined, password)) && passwordAllowed;
+    const hash = passwordAllowed ? user.passwordHash : undefined;
+    const ok = passwordAllowed && (verified.has(user.id, hash, password) || (await hasher.verify(hash, password)));
     if (!ok || !user) {
       throttle.failed(username);
       log.audit('login failed', { username, via });
       throw new UnauthorizedError(LOGIN_FAILED);
     }
     throttle.succeeded(username);
+    verified.remember(user.id, hash, password);
     return user;
   }
 

@@ -52,6 +52,7 @@ export const configSchema = obj({
     maxTokenLifetimeHours: { type: 'number', exclusiveMinimum: 0 },
     adminPassword: { type: 'string' },
     passwordHashCost: { type: 'integer', minimum: 10, maximum: 20 },
+    verifiedPasswordCacheSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
     loginThrottle: obj({
       freeAttempts: nonNegativeInt,
       maxAttempts: positiveInt,
@@ -152,6 +153,8 @@ export interface GatewayConfig {
     adminPassword: string;
     /** scrypt logN: 15 costs ~32 MiB and tens of ms per hash on a gateway CPU. */
     passwordHashCost: number;
+    /** How long a successful password check spares the next scrypt for that user (0: never). */
+    verifiedPasswordCacheSeconds: number;
     loginThrottle: {
       freeAttempts: number;
       maxAttempts: number;

@@ -1,0 +1,39 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Remembers recent successful password checks so a device reconnecting after a network blip
+ * does not cost another scrypt derivation (tens of ms and ~32 MiB each). Only an HMAC of the
+ * password under a key that lives in this process is kept, bound to the stored hash it was
+ * verified against: a password change invalidates it by itself. Wrong passwords are never
+ * cached, so they always pay the full cost.
+ */
+export function createVerifiedPasswordCache(options: { ttlMs: number; maxEntries: number; now?: () => number }) {
+  const now = options.now ?? (() => Date.now());
+  const key = randomBytes(32);
+  const entries = new Map<string, { mac: Buffer; passwordHash: string; expires: number }>();
+  const mac = (password: string) => createHmac('sha256', key).update(password, 'utf8').digest();
+
+  return {
+    has(userId: string, passwordHash: string | undefined, password: string): boolean {
+      if (options.ttlMs <= 0 || !passwordHash) return false;
+      const e = entries.get(userId);
+      if (!e) return false;
+      if (e.expires <= now() || e.passwordHash !== passwordHash) {
+        entries.delete(userId);
+        return false;
+      }
+      return timingSafeEqual(e.mac, mac(password));
+    },
+    remember(userId: string, passwordHash: string | undefined, password: string): void {
+      if (options.ttlMs <= 0 || !passwordHash) return;
+      entries.delete(userId);
+      entries.set(userId, { mac: mac(password), passwordHash, expires: now() + options.ttlMs });
+      while (entries.size > options.maxEntries) entries.delete(entries.keys().next().value as string);
+    },
+    forget(userId: string): void {
+      entries.delete(userId);
+    },
+    size: () => entries.size,
+  };
+}
+export type VerifiedPasswordCache = ReturnType<typeof createVerifiedPasswordCache>;

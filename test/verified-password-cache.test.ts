@@ -1,0 +1,46 @@
+import { expect } from 'chai';
+import { createVerifiedPasswordCache } from '../src/auth/verified-password-cache.js';
+
+describe('verified password cache', () => {
+  let now = 1_000;
+  const cache = () => createVerifiedPasswordCache({ ttlMs: 60_000, maxEntries: 3, now: () => now });
+
+  it('answers only for the exact password verified against the same stored hash', () => {
+    const c = cache();
+    expect(c.has('u1', 'hash-a', 'Secret-1')).to.equal(false);
+    c.remember('u1', 'hash-a', 'Secret-1');
+    expect(c.has('u1', 'hash-a', 'Secret-1')).to.equal(true);
+    expect(c.has('u1', 'hash-a', 'Secret-2')).to.equal(false);
+    expect(c.has('u2', 'hash-a', 'Secret-1')).to.equal(false);
+    // A new password hash (password changed) invalidates the entry.
+    expect(c.has('u1', 'hash-b', 'Secret-1')).to.equal(false);
+    expect(c.has('u1', 'hash-a', 'Secret-1')).to.equal(false);
+  });
+
+  it('expires entries and keeps at most maxEntries', () => {
+    const c = cache();
+    c.remember('u1', 'h', 'p');
+    now += 60_001;
+    expect(c.has('u1', 'h', 'p')).to.equal(false);
+    for (let i = 0; i < 10; i++) c.remember(`u${i}`, 'h', 'p');
+    expect(c.size()).to.equal(3);
+    expect(c.has('u9', 'h', 'p')).to.equal(true);
+    expect(c.has('u0', 'h', 'p')).to.equal(false);
+  });
+
+  it('is off with a ttl of 0 and never holds a user without a password hash', () => {
+    const off = createVerifiedPasswordCache({ ttlMs: 0, maxEntries: 3 });
+    off.remember('u1', 'h', 'p');
+    expect(off.has('u1', 'h', 'p')).to.equal(false);
+    const c = cache();
+    c.remember('u1', undefined, 'p');
+    expect(c.size()).to.equal(0);
+  });
+
+  it('forgets a user on demand', () => {
+    const c = cache();
+    c.remember('u1', 'h', 'p');
+    c.forget('u1');
+    expect(c.has('u1', 'h', 'p')).to.equal(false);
+  });
+});
