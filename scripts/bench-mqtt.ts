@@ -19,6 +19,7 @@ import { Aedes } from 'aedes';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import forge from 'node-forge';
 import type { GatewayConfig } from '../src/config/config-schema.js';
+import { loadConfig } from '../src/config/index.js';
 import { createSilentLogger } from '../src/log/logger.js';
 import { aedesBaseOptions, createBroker, type Broker } from '../src/mqtt/index.js';
 import { StaticMqttAccess, type StaticPermission } from '../test/support/static-mqtt-access.js';
@@ -41,26 +42,14 @@ const STORM_CLIENTS = 1000;
 const STORM_ROUNDS = 3;
 const PAYLOAD_BYTES = 64;
 
+/** The daemon's defaults, on free ports. */
 function benchConfig(): GatewayConfig['mqtt'] {
   return {
-    enabled: true,
+    ...loadConfig({ env: {} }).mqtt,
     port: 0,
     tlsPort: 0,
-    websocketPath: '/mqtt',
-    allowAnonymous: false,
-    maxPacketSizeBytes: 262144,
-    maxClientIdLength: 128,
-    maxConnectionsPerClientId: 1,
-    maxInflightMessages: 100,
-    maxQueuedMessages: 1000,
-    drainTimeoutMs: 5000,
-    maxKeepaliveSeconds: 3600,
-    connectTimeoutMs: 30000,
     // The rate limit is measured by the tests; here it must not trip (cost of the check stays in).
     maxPublishesPerSecond: 1_000_000_000,
-    maxConcurrentAuth: 32,
-    retryIntervalSeconds: 30,
-    serverHostnames: [],
   };
 }
 

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { loadConfig } from '../../src/config/index.js';
 import type { GatewayConfig } from '../../src/config/config-schema.js';
 import { createLogger } from '../../src/log/logger.js';
 import { createBroker, type Broker, type BrokerOptions } from '../../src/mqtt/index.js';
@@ -17,25 +18,13 @@ import type { StaticMqttAccess } from './static-mqtt-access.js';
 
 const run = promisify(execFile);
 
+/** The daemon's defaults on free ports, with a publish rate the functional tests never reach. */
 export function mqttConfig(overrides: Partial<GatewayConfig['mqtt']> = {}): GatewayConfig['mqtt'] {
   return {
-    enabled: true,
+    ...loadConfig({ env: {} }).mqtt,
     port: 0,
     tlsPort: 0,
-    websocketPath: '/mqtt',
-    allowAnonymous: false,
-    maxPacketSizeBytes: 262144,
-    maxClientIdLength: 128,
-    maxConnectionsPerClientId: 1,
-    maxInflightMessages: 100,
-    maxQueuedMessages: 1000,
-    drainTimeoutMs: 5000,
-    maxKeepaliveSeconds: 3600,
-    connectTimeoutMs: 30000,
     maxPublishesPerSecond: 100000,
-    maxConcurrentAuth: 32,
-    retryIntervalSeconds: 30,
-    serverHostnames: [],
     ...overrides,
   };
 }
