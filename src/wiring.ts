@@ -45,7 +45,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const events = createAccessEvents();
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
   const engine = createPermissionEngine({ store, events });
-  const tokens = createTokenService({ store, events, log });
+  const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const roles = createRoleService({ store, engine, log });
   const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log });
   const throttle = createLoginThrottle(config.auth.loginThrottle);

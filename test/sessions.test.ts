@@ -61,6 +61,23 @@ describe('sessions', () => {
     expect(audit, 'revocation audited').to.not.equal(undefined);
   });
 
+  it('keeps at most auth.maxTokensPerUser live tokens per user, revoking the oldest', async () => {
+    const small = await startGateway({ overrides: { auth: { maxTokensPerUser: 3 } } });
+    try {
+      const first = await small.login();
+      const second = await small.login();
+      await small.login();
+      expect((await small.api('GET', '/api/session', { token: first })).status).to.equal(200);
+      await small.login();
+      expect((await small.api('GET', '/api/session', { token: first })).status).to.equal(401);
+      expect((await small.api('GET', '/api/session', { token: second })).status).to.equal(200);
+      const admin = small.services.users.findByUsername('admin')!;
+      expect(small.services.tokens.list(admin.id)).to.have.length(3);
+    } finally {
+      await small.stop();
+    }
+  });
+
   it('expires tokens', async () => {
     const token = await gw.login();
     const clock = sinon.useFakeTimers({ now: Date.now() + 12 * 3600_000 + 1000, toFake: ['Date'] });

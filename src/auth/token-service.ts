@@ -20,7 +20,7 @@ export interface IssueTokenOptions {
   scope?: TokenRecord['scope'];
 }
 
-export function createTokenService(deps: { store: Store; events: AccessEvents; log: Logger; now?: () => number }) {
+export function createTokenService(deps: { store: Store; events: AccessEvents; log: Logger; maxTokensPerUser: number; now?: () => number }) {
   const { store, events, log } = deps;
   const now = deps.now ?? (() => Date.now());
 
@@ -47,16 +47,28 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
         scope: options.scope ?? 'full',
         ...(options.label !== undefined ? { label: options.label } : {}),
       };
-      await store.transaction(() => {
-        // Housekeeping bounded by this user's tokens: expired ones go when a new one comes.
-        const expired = fingerprintsOf(userId).filter((fp) => {
+      const displaced = await store.transaction(() => {
+        // Housekeeping bounded by this user's tokens: expired ones go when a new one comes,
+        // and beyond maxTokensPerUser the oldest live ones make room (a script that logs in
+        // every minute must not grow the store and every later login without bound).
+        const live: TokenRecord[] = [];
+        const expired: string[] = [];
+        for (const fp of fingerprintsOf(userId)) {
           const r = store.tokens.get(fp);
-          return !r || Date.parse(r.expiresAt) <= t;
-        });
-        removeInTxn(userId, expired);
+          if (!r || Date.parse(r.expiresAt) <= t) expired.push(fp);
+          else live.push(r);
+        }
+        live.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+        const displaced = live.slice(0, Math.max(0, live.length - deps.maxTokensPerUser + 1)).map((r) => r.fingerprint);
+        removeInTxn(userId, [...expired, ...displaced]);
         store.tokens.put(record.fingerprint, record);
         store.userTokens.put([userId, record.fingerprint], 1);
+        return displaced;
       });
+      if (displaced.length) {
+        events.emit({ userId, kind: 'revoked', tokenFingerprints: displaced });
+        log.audit('tokens revoked', { userId, count: displaced.length, tokens: displaced.map((fp) => fp.slice(0, 12)), reason: 'maxTokensPerUser' });
+      }
       return { token, record };
     },
 

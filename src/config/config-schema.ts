@@ -50,6 +50,7 @@ export const configSchema = obj({
   auth: obj({
     tokenLifetimeHours: { type: 'number', exclusiveMinimum: 0 },
     maxTokenLifetimeHours: { type: 'number', exclusiveMinimum: 0 },
+    maxTokensPerUser: { type: 'integer', minimum: 1, maximum: 100000 },
     adminPassword: { type: 'string' },
     passwordHashCost: { type: 'integer', minimum: 10, maximum: 20 },
     verifiedPasswordCacheSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
@@ -150,6 +151,8 @@ export interface GatewayConfig {
   auth: {
     tokenLifetimeHours: number;
     maxTokenLifetimeHours: number;
+    /** Live tokens a user may hold; a new login beyond it revokes the oldest. */
+    maxTokensPerUser: number;
     adminPassword: string;
     /** scrypt logN: 15 costs ~32 MiB and tens of ms per hash on a gateway CPU. */
     passwordHashCost: number;
