@@ -14,6 +14,8 @@ import { createMqttAccess } from './auth/create-mqtt-access.js';
 import { createPermissionEngine } from './permissions/permission-engine.js';
 import { createRoleService } from './roles/role-service.js';
 import { createUserService } from './users/user-service.js';
+import { createMfaChallenges, createMfaService } from './mfa/index.js';
+import { mfaRoutes } from './http/routes/mfa-routes.js';
 import { createTrustedCertificateService, loadOrCreateCertificateAuthority, type CertificateAuthority } from './certs/index.js';
 import { certificateRoutes } from './http/routes/certificate-routes.js';
 import { createHttpApp } from './http/create-http-app.js';
@@ -27,6 +29,8 @@ import { createBroker, type Broker } from './mqtt/index.js';
 import { createMaintenanceService } from './maintenance/maintenance-service.js';
 import { recoverMaintenanceFiles } from './maintenance/recovery.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
+import { createRegistryService } from './registry/registry-service.js';
+import { registryRoutes } from './http/routes/registry-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -49,8 +53,10 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const roles = createRoleService({ store, engine, log });
   const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
-  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log });
-  const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log });
+  const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
+  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges });
+  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log });
+  const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
   // The broker needs the CA's server certificate, which the pki part loads at start.
@@ -62,6 +68,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     log,
     onChange: () => broker?.refreshTls(),
   });
+  // In memory: a restart relocks the registry and forgets pending requests.
+  const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.succeeded(username) });
 
   const app = createHttpApp({
     log,
@@ -75,12 +83,14 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes })],
     routes: [
       sessionRoutes({ auth, users, engine }),
+      mfaRoutes({ mfa }),
       configRoutes({ config }),
       userRoutes({ users, tokens }),
       roleRoutes({ roles }),
       maintenanceRoutes({ maintenance }),
       brokerRoutes({ broker: () => broker }),
       certificateRoutes({ trusted }),
+      registryRoutes({ registry, users }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
@@ -112,7 +122,9 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       },
       stop: async () => {},
     },
+    mfa.part,
     maintenance.part,
+    { name: 'registry', start: async () => {}, stop: async () => registry.stop() },
     ...(config.mqtt.enabled
       ? [
           {

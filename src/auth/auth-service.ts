@@ -3,8 +3,9 @@ import type { GatewayConfig } from '../config/index.js';
 import { BadRequestError, ForbiddenError, UnauthorizedError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { PermissionEngine } from '../permissions/permission-engine.js';
-import type { TokenRecord, UserRecord } from '../store/index.js';
+import type { PermissionRecord, TokenRecord, UserRecord } from '../store/index.js';
 import type { UserService } from '../users/user-service.js';
+import type { MfaChallenges } from '../mfa/mfa-challenges.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { tokenFingerprint, type TokenService } from './token-service.js';
@@ -27,6 +28,16 @@ export interface LoginInput {
   label?: string;
 }
 
+/** Answer of POST /api/login: a token, or (MFA enrolled) `needsMfa: true` and a challenge `secret`. */
+export interface LoginResult {
+  token?: string;
+  expiresAt?: string;
+  permissions?: PermissionRecord[];
+  needsMfa: boolean;
+  secret?: string;
+  enforceMFAEnrollment: boolean;
+}
+
 /** One message for every failed login, so an answer never tells whether a username exists. */
 const LOGIN_FAILED = 'invalid username or password';
 
@@ -39,6 +50,8 @@ export function createAuthService(deps: {
   events: AccessEvents;
   config: GatewayConfig['auth'];
   log: Logger;
+  /** Challenges for the second login step of users enrolled in MFA. */
+  mfaChallenges: MfaChallenges;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;
   const verified = createVerifiedPasswordCache({ ttlMs: config.verifiedPasswordCacheSeconds * 1000, maxEntries: 10_000 });
@@ -71,26 +84,46 @@ export function createAuthService(deps: {
     return hours;
   }
 
+  /** Issues the session token of a login that passed every factor it needs. */
+  async function issueSession(user: UserRecord, options: { lifetimeHours: number; label?: string; via: 'password' | 'mfa' }) {
+    const mustEnroll = user.enforceMFAEnrollment && !user.mfa.enrolled;
+    const { token, record } = await tokens.issue(user.id, {
+      lifetimeHours: options.lifetimeHours,
+      scope: mustEnroll ? 'mfa-enrollment' : 'full',
+      ...(options.label !== undefined ? { label: options.label } : {}),
+    });
+    log.audit('login', { userId: user.id, username: user.username, tokenFingerprint: record.fingerprint.slice(0, 12), scope: record.scope, via: options.via });
+    return {
+      token,
+      expiresAt: record.expiresAt,
+      permissions: engine.grantsOf(user.id),
+      needsMfa: false,
+      enforceMFAEnrollment: mustEnroll,
+    };
+  }
+
   return {
     checkPassword,
+    issueSession,
 
-    async login(input: LoginInput) {
+    /**
+     * Password login. A user enrolled in MFA gets no token yet: `needsMfa: true` and a
+     * single-use `secret` for POST /api/mfa/login (whatever mfa.enabled says).
+     */
+    async login(input: LoginInput): Promise<LoginResult> {
       const hours = lifetime(input.expireTimeInHours);
       const user = await checkPassword(input.username, input.password, 'login');
-      const mustEnroll = user.enforceMFAEnrollment && !user.mfa.enrolled;
-      const { token, record } = await tokens.issue(user.id, {
-        lifetimeHours: hours,
-        scope: mustEnroll ? 'mfa-enrollment' : 'full',
-        ...(input.label !== undefined ? { label: input.label } : {}),
-      });
-      log.audit('login', { userId: user.id, username: user.username, tokenFingerprint: record.fingerprint.slice(0, 12), scope: record.scope });
-      return {
-        token,
-        expiresAt: record.expiresAt,
-        permissions: engine.grantsOf(user.id),
-        needsMfa: false,
-        enforceMFAEnrollment: mustEnroll,
-      };
+      if (user.mfa.enrolled) {
+        const secret = deps.mfaChallenges.issue({
+          userId: user.id,
+          username: user.username,
+          lifetimeHours: hours,
+          ...(input.label !== undefined ? { label: input.label } : {}),
+        });
+        log.audit('login needs mfa', { userId: user.id, username: user.username });
+        return { needsMfa: true, secret, enforceMFAEnrollment: false };
+      }
+      return issueSession(user, { lifetimeHours: hours, ...(input.label !== undefined ? { label: input.label } : {}), via: 'password' });
     },
 
     /** Revokes the token if it is live; unknown tokens are accepted silently (idempotent). */
@@ -130,6 +163,8 @@ export function createAuthService(deps: {
         if (user.enforceMFAEnrollment && !user.mfa.enrolled) {
           throw new ForbiddenError('MFA enrollment is required: log in with POST /api/login and enroll');
         }
+        // A password alone is not enough for a user enrolled in MFA.
+        if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: log in with POST /api/login and POST /api/mfa/login and use the token');
         return { userId: user.id, username: user.username, method: 'basic' };
       }
       throw new UnauthorizedError('unsupported Authorization scheme: use Bearer or Basic');

@@ -61,6 +61,8 @@ export function createMqttAccess(deps: {
       if (!users.findByUsername(username) && deps.onUnknownUser) await deps.onUnknownUser(credentials);
       const user = await auth.checkPassword(username, password, 'mqtt');
       if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
+      // A password alone is not enough for a user enrolled in MFA: a token from the MFA login or a certificate is.
+      if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: connect with a session token or a certificate');
       return principalOf(user, 'password');
     },
     allows: (principal, operation, topic) => engine.allows(principal.userId, 'mqtt', operation, topic),

@@ -43,6 +43,8 @@ export interface MfaRecord {
   /** AES-256-GCM sealed TOTP secret (enrolled, or pending enrollment when enrolled is false). */
   sealedSecret?: string;
   backupCodeHashes: string[];
+  /** TOTP time step of the last accepted OTP: that step and earlier ones are refused (replay). */
+  lastOtpStep?: number;
 }
 
 export interface UserRecord {

@@ -34,6 +34,11 @@ export interface UserCreateInput {
 export interface CreateOptions {
   /** The built-in `admin` of a first start: its fixed name is exempt from the username policy. */
   systemUser?: boolean;
+  /**
+   * A password already hashed with this service's hasher, used when `input.password` is absent
+   * (the client registry keeps only the hash of a registering device's password).
+   */
+  passwordHash?: string;
 }
 
 export interface UserUpdateInput {
@@ -155,6 +160,7 @@ export function createUserService(deps: UserServiceDeps) {
     };
     if (input.mqttPublishPrefix) user.mqttPublishPrefix = input.mqttPublishPrefix;
     if (input.password !== undefined) user.passwordHash = await hasher.hash(input.password);
+    else if (options.passwordHash !== undefined) user.passwordHash = options.passwordHash;
     return { user, privateRole };
   }
 
@@ -385,6 +391,20 @@ export function createUserService(deps: UserServiceDeps) {
       await store.transaction(() => {
         const user = getOrThrow(id);
         store.users.put(id, { ...user, mfa, updatedAt: nowIso() });
+      });
+    },
+
+    /**
+     * Reads and rewrites a user's MFA record in one transaction (the mfa part owns its
+     * content): `fn` sees the fresh record and returns the new one (or none: unchanged) and a
+     * result. Checks such as consuming a backup code are thereby atomic.
+     */
+    async updateMfa<T>(id: string, fn: (user: UserRecord) => { mfa?: UserRecord['mfa']; result: T }): Promise<T> {
+      return store.transaction(() => {
+        const user = getOrThrow(id);
+        const { mfa, result } = fn(user);
+        if (mfa) store.users.put(id, { ...user, mfa, updatedAt: nowIso() });
+        return result;
       });
     },
 
