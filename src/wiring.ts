@@ -31,6 +31,8 @@ import { recoverMaintenanceFiles } from './maintenance/recovery.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
 import { createRegistryService } from './registry/registry-service.js';
 import { registryRoutes } from './http/routes/registry-routes.js';
+import { createIdpService } from './idp/index.js';
+import { idpRoutes } from './http/routes/idp-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -70,6 +72,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   });
   // In memory: a restart relocks the registry and forgets pending requests.
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.succeeded(username) });
+  // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
+  const idp = createIdpService({ config, users, roles, tokens, log });
 
   const app = createHttpApp({
     log,
@@ -91,6 +95,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       brokerRoutes({ broker: () => broker }),
       certificateRoutes({ trusted }),
       registryRoutes({ registry, users }),
+      idpRoutes({ idp }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
