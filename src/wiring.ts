@@ -32,6 +32,7 @@ import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maint
 import { createRegistryService } from './registry/registry-service.js';
 import { registryRoutes } from './http/routes/registry-routes.js';
 import { createIdpService } from './idp/index.js';
+import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
 
 export interface WireOptions {
@@ -56,7 +57,9 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
-  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges });
+  // LDAP single sign-on (DESIGN §8); reads config.ldap at call time, one directory connection per login.
+  const ldap = createLdapService({ config: config.ldap, users, roles, log });
+  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
   const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log });
   const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
   const maintenance = createMaintenanceService({ store, config, log, events });

@@ -11,6 +11,7 @@ import type { PasswordHasher } from './passwords.js';
 import { tokenFingerprint, type TokenService } from './token-service.js';
 import type { AccessEvents } from './access-events.js';
 import { createVerifiedPasswordCache } from './verified-password-cache.js';
+import type { LdapService } from '../ldap/index.js';
 
 /** Who is calling, once a credential checked out. */
 export interface Principal {
@@ -52,6 +53,8 @@ export function createAuthService(deps: {
   log: Logger;
   /** Challenges for the second login step of users enrolled in MFA. */
   mfaChallenges: MfaChallenges;
+  /** LDAP single sign-on (DESIGN §8): usernames not found locally, and `ldap` users. */
+  ldap?: Pick<LdapService, 'enabled' | 'login'>;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;
   const verified = createVerifiedPasswordCache({ ttlMs: config.verifiedPasswordCacheSeconds * 1000, maxEntries: 10_000 });
@@ -63,6 +66,7 @@ export function createAuthService(deps: {
   async function checkPassword(username: string, password: string, via: string): Promise<UserRecord> {
     await throttle.before(username);
     const user = users.findByUsername(username);
+    if (user?.identityProvider === 'ldap' || (!user && deps.ldap?.enabled())) return checkDirectoryPassword(username, password, via, user);
     const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
     const hash = passwordAllowed ? user.passwordHash : undefined;
     const ok = passwordAllowed && (verified.has(user.id, hash, password) || (await hasher.verify(hash, password)));
@@ -74,6 +78,25 @@ export function createAuthService(deps: {
     throttle.succeeded(username);
     verified.remember(user.id, hash, password);
     return user;
+  }
+
+  /**
+   * An LDAP bind instead of the local hash, for `ldap` users and (LDAP enabled) unknown
+   * usernames; never for `local` users. Not cached: a cached check could not notice a
+   * password changed in the directory. Same throttle and same answer as a local failure.
+   */
+  async function checkDirectoryPassword(username: string, password: string, via: string, user: UserRecord | undefined): Promise<UserRecord> {
+    const passwordAllowed = !user || user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password');
+    let synced: UserRecord | undefined;
+    if (passwordAllowed && deps.ldap?.enabled()) synced = await deps.ldap.login(username, password, via);
+    else await hasher.verify(undefined, password); // as long as an unknown username takes
+    if (!synced) {
+      throttle.failed(username);
+      log.audit('login failed', { username, via, identityProvider: 'ldap' });
+      throw new UnauthorizedError(LOGIN_FAILED);
+    }
+    throttle.succeeded(username);
+    return synced;
   }
 
   function lifetime(hours: number | undefined): number {

@@ -87,6 +87,8 @@ export const configSchema = obj({
     groupSearchFilter: { type: 'string' },
     roleAttribute: { type: 'string' },
     timeoutMs: positiveInt,
+    startTls: { type: 'boolean' },
+    tlsCaFile: { type: 'string' },
   }),
   idp: obj({
     enabled: { type: 'boolean' },
@@ -112,6 +114,10 @@ export const configSchema = obj({
   mapping: obj({
     enabled: { type: 'boolean' },
     servicesDir: { type: 'string', minLength: 1 },
+    ruleTimeoutMs: { type: 'integer', minimum: 1, maximum: 60000 },
+    ruleMaxDepth: { type: 'integer', minimum: 10, maximum: 100000 },
+    ruleMaxSequence: { type: 'integer', minimum: 1, maximum: 10000000 },
+    ruleMaxBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
   }),
 });
 
@@ -188,6 +194,10 @@ export interface GatewayConfig {
     groupSearchFilter: string;
     roleAttribute: string;
     timeoutMs: number;
+    /** Upgrade an ldap:// connection with StartTLS before any bind. */
+    startTls: boolean;
+    /** PEM CA certificate(s) trusted for ldaps:// and StartTLS; empty: the system trust store. */
+    tlsCaFile: string;
   };
   idp: {
     enabled: boolean;
@@ -202,5 +212,5 @@ export interface GatewayConfig {
   registry: { defaultDurationMs: number; maxDurationMs: number; maxPendingRequests: number; certificateValidityDays: number };
   /** ioBytesPerSecond: rate limit of archive writes and restore extraction; 0 = unlimited. */
   maintenance: { backupsToKeep: number; uploadLimitBytes: number; ioBytesPerSecond: number };
-  mapping: { enabled: boolean; servicesDir: string };
+  mapping: { enabled: boolean; servicesDir: string; ruleTimeoutMs: number; ruleMaxDepth: number; ruleMaxSequence: number; ruleMaxBytes: number };
 }

@@ -408,6 +408,54 @@ export function createUserService(deps: UserServiceDeps) {
       });
     },
 
+    /**
+     * Creates or updates a user of an external directory (LDAP) in one transaction: the user
+     * gets exactly `roleIds` as shared roles (ids no longer naming a shared role are dropped)
+     * and no local password. A username held by another identity provider is refused
+     * (ConflictError, no takeover); removing the last administrator is refused (ConflictError).
+     * The username policy applies when the user is created.
+     */
+    async syncExternalUser(input: { username: string; identityProvider: 'ldap'; roleIds: string[] }): Promise<{ user: UserRecord; created: boolean; changed: boolean }> {
+      const { username, identityProvider } = input;
+      for (let attempt = 0; ; attempt++) {
+        const prepared = store.usernames.get(username)
+          ? undefined
+          : await prepare({ username, identityProvider, roles: [], grantTypes: [{ method: 'password', isRequired: true }] });
+        const result = await store.transaction(() => {
+          const wanted = [...new Set(input.roleIds)].filter((rid) => store.roles.get(rid)?.isShared);
+          const id = store.usernames.get(username);
+          const previous = id ? store.users.get(id) : undefined;
+          if (!previous) {
+            if (!prepared) return undefined; // deleted meanwhile: prepare and try again
+            prepared.user.roleIds = wanted;
+            insertInTxn(prepared);
+            return { user: prepared.user, created: true, changed: true };
+          }
+          if (previous.identityProvider !== identityProvider) throw new ConflictError(`username "${username}" is held by another identity provider`);
+          const same = !previous.passwordHash && previous.roleIds.length === wanted.length && wanted.every((r) => previous.roleIds.includes(r));
+          if (same) return { user: previous, created: false, changed: false };
+          const next = structuredClone(previous);
+          next.roleIds = wanted;
+          delete next.passwordHash;
+          next.updatedAt = nowIso();
+          writeUserInTxn(next, previous);
+          if (isAdministrator(previous)) roles.assertAdministratorRemainsInTxn();
+          return { user: next, created: false, changed: true };
+        });
+        if (!result) {
+          if (attempt < 2) continue;
+          throw new ConflictError(`username "${username}" changed concurrently`);
+        }
+        if (result.created) {
+          log.audit('user created', { userId: result.user.id, username, identityProvider, roles: result.user.roleIds });
+        } else if (result.changed) {
+          events.emit({ userId: result.user.id, kind: 'permissions' });
+          log.audit('user roles synchronised', { userId: result.user.id, username, identityProvider, roles: result.user.roleIds });
+        }
+        return result;
+      }
+    },
+
     /** The API shape of a user: roles expanded, tokens listed, never the password. */
     view(user: UserRecord) {
       const roleViews = [...user.roleIds, user.privateRoleId]
