@@ -243,6 +243,24 @@ describe('ldap single sign-on (real slapd)', function () {
     expect(gw.services.users.findByUsername('erin')!.identityProvider).to.equal('ldap');
   });
 
+  it('does not record a directory user\'s first MQTT connect as a registration while the registry is open', async () => {
+    await slapd.addUser('hank', 'Hank-dir-pw1');
+    expect((await gw.api('POST', '/api/client-registry/open', { token: admin, body: {} })).status).to.equal(204);
+    try {
+      // hank has no group, so no MQTT permission: 5, but he is known (created as an ldap user).
+      expect(await connackCode(gw.ports.mqtt, { username: 'hank', password: 'Hank-dir-pw1' })).to.equal(5);
+      const pending = await gw.api('GET', '/api/client-registry', { token: admin });
+      expect(pending.body.map((p: { username: string }) => p.username)).to.not.include('hank');
+      expect(gw.services.users.findByUsername('hank')!.identityProvider).to.equal('ldap');
+      // A name nobody knows is still recorded.
+      expect(await connackCode(gw.ports.mqtt, { username: 'new-device-77', password: 'Dev1ce-Passw0rd' })).to.equal(4);
+      const after = await gw.api('GET', '/api/client-registry', { token: admin });
+      expect(after.body.map((p: { username: string }) => p.username)).to.include('new-device-77');
+    } finally {
+      await gw.api('POST', '/api/client-registry/lock', { token: admin });
+    }
+  });
+
   it('notices a password changed in the directory at once (no cached check for ldap users)', async () => {
     expect(await connackCode(gw.ports.mqtt, { username: 'bob', password: BOB_PW })).to.equal(0);
     await slapd.replace(userDn('bob'), 'userPassword', ['Bob-new-pw2']);

@@ -19,7 +19,7 @@ export function createMqttAccess(deps: {
   engine: PermissionEngine;
   events: AccessEvents;
   log: Logger;
-  /** Called for an unknown username (the client registry records it while open). */
+  /** Called after a failed password connect of a username no identity source knows. */
   onUnknownUser?: (credentials: MqttCredentials) => Promise<void>;
 }): MqttAccess {
   const { users, tokens, auth, engine, events } = deps;
@@ -58,8 +58,17 @@ export function createMqttAccess(deps: {
           return principalOf(user, 'token', record.fingerprint);
         }
       }
-      if (!users.findByUsername(username) && deps.onUnknownUser) await deps.onUnknownUser(credentials);
-      const user = await auth.checkPassword(username, password, 'mqtt');
+      let user: UserRecord;
+      try {
+        user = await auth.checkPassword(username, password, 'mqtt');
+      } catch (err) {
+        // Still unknown after every identity source (local, LDAP) was asked: the client
+        // registry, while open, records the device as a pending request.
+        if (err instanceof UnauthorizedError && deps.onUnknownUser && !users.findByUsername(username)) {
+          await deps.onUnknownUser(credentials);
+        }
+        throw err;
+      }
       if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
       // A password alone is not enough for a user enrolled in MFA: a token from the MFA login or a certificate is.
       if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: connect with a session token or a certificate');
