@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, permissions, identity, mqtt, mqtt-auth, maintenance (default: all).
+// startup, permissions, identity, mqtt, mqtt-auth, maintenance, mapping (default: all).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,6 +49,7 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   mqtt: async () => (await import('./bench-mqtt.js')).benchMqtt(),
   'mqtt-auth': async () => (await import('./bench-mqtt-auth.js')).benchMqttAuth(),
   maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),
+  mapping: async () => (await import('./bench-mapping.js')).benchMapping(),
 };
 
 async function main(): Promise<void> {

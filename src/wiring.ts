@@ -34,6 +34,8 @@ import { registryRoutes } from './http/routes/registry-routes.js';
 import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
+import { createMappingService } from './mapping/index.js';
+import { mappingRoutes } from './http/routes/mapping-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -77,6 +79,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.succeeded(username) });
   // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
+  // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
+  const mapping = createMappingService({ config: config.mapping, log, broker: () => broker });
 
   const app = createHttpApp({
     log,
@@ -99,6 +103,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       certificateRoutes({ trusted }),
       registryRoutes({ registry, users }),
       idpRoutes({ idp }),
+      mappingRoutes({ mapping, log }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
@@ -157,6 +162,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
           } satisfies Part,
         ]
       : []),
+    mapping.part,
     http,
   ];
 
@@ -164,6 +170,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     parts,
     services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), ...brokerPorts }),
+    mapping,
   };
 }
 export type Gateway = ReturnType<typeof wireGateway>;

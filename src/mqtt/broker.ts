@@ -83,6 +83,21 @@ export interface Broker {
   stats(): BrokerStats;
   /** Closes listeners, disconnects clients, closes Aedes; bounded in time. */
   stop(): Promise<void>;
+  /**
+   * The in-process port of trusted system components (the protocol-mapping runtime): publishes
+   * and subscribes without a client session, so no client authentication or publish
+   * authorization. Delivery to clients is NOT bypassed: every message still reaches a client
+   * only through authorizeForward (the client's read permission). Usable once started.
+   */
+  dataPlane(): DataPlane;
+}
+
+/** See Broker.dataPlane(). */
+export interface DataPlane {
+  /** QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker. */
+  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean }): Promise<void>;
+  /** Every publish matching `filter` (from clients or the data plane); returns the unsubscribe function. */
+  subscribe(filter: string, handler: (topic: string, payload: Buffer) => void): () => void;
 }
 
 type Transport = 'tcp' | 'tls' | 'ws';
@@ -502,6 +517,45 @@ class GatewayBroker implements Broker {
     if (userId === undefined) return;
     const set = this.byUser.get(userId);
     if (set && set.delete(client) && set.size === 0) this.byUser.delete(userId);
+  }
+
+  // ---------------------------------------------------------------- data plane
+
+  dataPlane(): DataPlane {
+    return {
+      publish: (topic, payload, opts = {}) =>
+        new Promise<void>((resolve, reject) => {
+          const aedes = this.aedes;
+          if (!aedes || this.stopping) return reject(new Error('broker is not running'));
+          if (isSysTopic(topic)) return reject(new Error('$SYS topics are reserved'));
+          const packet = { cmd: 'publish', topic, payload, qos: opts.qos ?? 0, retain: opts.retain ?? false, dup: false } as unknown as Parameters<Aedes['publish']>[0];
+          // Delivery goes through each subscriber's deliverQoS → authorizeForward.
+          aedes.publish(packet, (err?: Error | null) => (err ? reject(err) : resolve()));
+        }),
+      subscribe: (filter, handler) => {
+        const aedes = this.aedes;
+        if (!aedes || this.stopping) throw new Error('broker is not running');
+        const explicitSys = filter.startsWith('$');
+        const listener = (packet: { topic: string; payload: Buffer | string }, cb: () => void) => {
+          // `#` and `+` never match $ topics (MQTT 3.1.1 §4.7.2), as for clients.
+          if (explicitSys || !packet.topic.startsWith('$')) {
+            try {
+              handler(packet.topic, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
+            } catch (err) {
+              this.log.error('data plane handler failed', { filter, topic: packet.topic, error: (err as Error).message });
+            }
+          }
+          cb();
+        };
+        aedes.subscribe(filter, listener as never, () => {});
+        let active = true;
+        return () => {
+          if (!active) return;
+          active = false;
+          if (this.aedes && !this.aedes.closed) this.aedes.unsubscribe(filter, listener as never, () => {});
+        };
+      },
+    };
   }
 
   // ---------------------------------------------------------------- hooks

@@ -1,0 +1,208 @@
+// JSON Schemas of the resource definitions in service files (DESIGN §11). They validate each
+// resource's `properties` and are what GET /api/{connections,endpoints,mappings,servers}/schema
+// answer.
+
+type Schema = Record<string, unknown>;
+
+const rule: Schema = { type: 'string', minLength: 1, maxLength: 65536, description: 'JSONata expression; `$` is the payload, `$context` is {topic, vars, label}.' };
+const topic: Schema = { type: 'string', minLength: 1, maxLength: 1024, pattern: '^[^#+$][^#+]*$', description: 'A concrete broker topic (no wildcards, not a $ topic).' };
+const connectionTarget: Schema = { type: 'string', enum: ['connected', 'disconnected'], default: 'connected' };
+const enableTarget: Schema = { type: 'string', enum: ['enabled', 'disabled'], default: 'enabled' };
+const description: Schema = { type: 'string', maxLength: 4096 };
+
+export const modbusConfigurationSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['host'],
+  properties: {
+    host: { type: 'string', minLength: 1, maxLength: 255 },
+    port: { type: 'integer', minimum: 1, maximum: 65535, default: 502 },
+    unitId: { type: 'integer', minimum: 0, maximum: 255, default: 1 },
+    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 2000 },
+  },
+};
+export const mqttConfigurationSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['url'],
+  properties: {
+    url: { type: 'string', pattern: '^(mqtts?|wss?|tcp)://', maxLength: 2048 },
+    clientId: { type: 'string', maxLength: 256 },
+    username: { type: 'string', maxLength: 256 },
+    password: { type: 'string', maxLength: 1024, description: 'Never returned by the API.' },
+    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 5000 },
+  },
+};
+export const httpConfigurationSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['baseUrl'],
+  properties: {
+    baseUrl: { type: 'string', pattern: '^https?://', maxLength: 2048 },
+    headers: { type: 'object', additionalProperties: { type: 'string', maxLength: 4096 }, description: 'Sent with every request; never returned by the API.' },
+    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 5000 },
+  },
+};
+export const opcuaConfigurationSchema: Schema = {
+  type: 'object',
+  additionalProperties: true,
+  required: ['endpointUrl'],
+  properties: { endpointUrl: { type: 'string', pattern: '^opc\\.tcp://', maxLength: 2048 } },
+};
+
+export const connectionSchema: Schema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'Connection',
+  type: 'object',
+  additionalProperties: false,
+  required: ['protocol', 'configuration'],
+  properties: {
+    description,
+    protocol: { type: 'string', enum: ['Modbus', 'Mqtt', 'Http', 'Opcua'] },
+    targetState: connectionTarget,
+    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus, Mqtt, Http, Opcua).' },
+  },
+  definitions: { Modbus: modbusConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema },
+};
+
+export const modbusAddressSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['table', 'address'],
+  properties: {
+    table: { type: 'string', enum: ['holding', 'input', 'coil', 'discrete'], description: 'write endpoints: holding or coil.' },
+    address: { type: 'integer', minimum: 0, maximum: 65535 },
+    quantity: { type: 'integer', minimum: 1, maximum: 125, default: 1 },
+  },
+};
+export const mqttAddressSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['topic'],
+  properties: {
+    topic: { type: 'string', minLength: 1, maxLength: 1024, description: 'Topic on the external broker (read: a filter, write: a concrete topic).' },
+    qos: { type: 'integer', enum: [0, 1], default: 0 },
+  },
+};
+export const httpAddressSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['path'],
+  properties: {
+    path: { type: 'string', pattern: '^/', maxLength: 2048, description: 'Appended to the connection baseUrl. read: GET; write: POST of the JSON value.' },
+  },
+};
+
+export const endpointSchema: Schema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'Endpoint',
+  type: 'object',
+  additionalProperties: false,
+  required: ['connection', 'operation', 'address'],
+  properties: {
+    description,
+    connection: { type: 'string', minLength: 1, description: 'The connection: !ref <resourceName>.' },
+    operation: { type: 'string', enum: ['read', 'write'] },
+    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http).' },
+    topic: { ...topic, description: 'Broker topic; default services/<serviceId>/<resourceName>.' },
+    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus and Http: publish a reading at this interval.' },
+    transform: rule,
+    filter: rule,
+    targetState: enableTarget,
+  },
+  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema },
+};
+
+export const mappingItemSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    label: { type: 'string', maxLength: 256 },
+    source: { type: 'string', minLength: 1, maxLength: 1024, description: 'Broker topic filter; `+name` is a named wildcard filling $context.vars.name.' },
+    sourceEndpoint: { type: 'string', minLength: 1, description: 'Instead of source: an endpoint (!ref) whose topic is the source.' },
+    target: { type: 'string', minLength: 1, maxLength: 1024, description: 'Broker topic; `{name}` is replaced by a named wildcard value.' },
+    targetEndpoint: { type: 'string', minLength: 1, description: 'Instead of target: a write endpoint (!ref); the result goes to its <topic>/set.' },
+    transform: rule,
+    filter: rule,
+  },
+  oneOf: [{ required: ['source'] }, { required: ['sourceEndpoint'] }],
+  anyOf: [{ required: ['target'] }, { required: ['targetEndpoint'] }],
+};
+
+export const mappingSchema: Schema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'Mapping',
+  type: 'object',
+  additionalProperties: false,
+  required: ['mappings'],
+  properties: {
+    description,
+    mappings: { type: 'array', minItems: 1, maxItems: 1000, items: mappingItemSchema },
+    targetState: enableTarget,
+  },
+};
+
+export const serverSchema: Schema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'Server::Opcua',
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    description,
+    options: { type: 'object', description: 'OPC UA server options (port, resourcePath, security...).' },
+    targetState: enableTarget,
+  },
+};
+
+export const nodeSchema: Schema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'Node::Opcua',
+  type: 'object',
+  additionalProperties: false,
+  required: ['server', 'nodes'],
+  properties: {
+    description,
+    server: { type: 'string', minLength: 1, description: 'The Server::Opcua resource: !ref <resourceName>.' },
+    nodes: { type: 'array', maxItems: 10000, items: { type: 'object', required: ['nodeId'], properties: { nodeId: { type: 'string' }, topic, endpoint: { type: 'string' } } } },
+    targetState: enableTarget,
+  },
+};
+
+export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua';
+export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua'];
+
+export const schemaOfType: Record<ResourceType, Schema> = {
+  Connection: connectionSchema,
+  Endpoint: endpointSchema,
+  Mapping: mappingSchema,
+  'Server::Opcua': serverSchema,
+  'Node::Opcua': nodeSchema,
+};
+
+export const serviceFileSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['resources'],
+  properties: {
+    description: { type: 'string' },
+    metadata: { type: 'object' },
+    parameters: {
+      type: 'object',
+      propertyNames: { pattern: '^[A-Za-z][A-Za-z0-9_]*$' },
+      additionalProperties: {
+        type: 'object',
+        properties: { type: { type: 'string' }, default: {}, description: { type: 'string' } },
+      },
+    },
+    resources: {
+      type: 'object',
+      propertyNames: { pattern: '^[A-Za-z][A-Za-z0-9_-]*$', maxLength: 128 },
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['type', 'properties'],
+        properties: { type: { type: 'string', enum: resourceTypes as unknown as string[] }, properties: { type: 'object' } },
+      },
+    },
+  },
+};
