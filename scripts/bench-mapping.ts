@@ -5,18 +5,13 @@
 // limit.
 //
 // Run: node dist/scripts/bench-mapping.js   (or import { benchMapping })
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import mqtt from 'mqtt';
-import { loadConfig } from '../src/config/index.js';
-import { createDaemon } from '../src/daemon.js';
-import { createSilentLogger } from '../src/log/index.js';
 import { compileRule, defaultRuleLimits } from '../src/mapping/rules.js';
-import { wireGateway } from '../src/wiring.js';
 import { startModbusServer } from '../test/mapping-support.js';
-import { now, percentile } from './bench-support.js';
+import { now, percentile, startBenchGateway } from './bench-support.js';
 
 const TYPICAL = "{ 'machine': $context.vars.machine, 'temperature': $.value / 10, 'alarm': $.value > 800, 'unit': $uppercase($.unit), 'at': $context.topic }";
 const ADMIN_PASSWORD = 'Bench-Passw0rd!';
@@ -42,12 +37,16 @@ async function benchTransform(): Promise<{ evalsPerSecond: number; p50Us: number
 
 async function benchEndToEnd(): Promise<{ pollP50Ms: number; pollP99Ms: number; pollSamples: number; reqResP50Ms: number; reqResP99Ms: number }> {
   const modbus = await startModbusServer();
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-mapping-'));
-  const servicesDir = join(dataDir, 'services');
-  mkdirSync(servicesDir);
-  writeFileSync(
-    join(servicesDir, 'bench.yaml'),
-    `resources:
+  const bench = await startBenchGateway({
+    adminPassword: ADMIN_PASSWORD,
+    passwordHashCost: 10,
+    prefix: 'gatewayd-bench-mapping-',
+    prepare: (dataDir) => {
+      const servicesDir = join(dataDir, 'services');
+      mkdirSync(servicesDir);
+      writeFileSync(
+        join(servicesDir, 'bench.yaml'),
+        `resources:
   plc:
     type: Connection
     properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${modbus.port}}}
@@ -60,23 +59,11 @@ async function benchEndToEnd(): Promise<{ pollP50Ms: number; pollP99Ms: number; 
       pollIntervalMs: 10
       transform: "{'temperature': $[0] / 10, 'raw': $}"
 `,
-  );
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      dataDir,
-      host: '127.0.0.1',
-      log: { level: 'error', requests: false },
-      http: { port: 0 },
-      mqtt: { port: 0, tlsPort: 0 },
-      auth: { adminPassword: ADMIN_PASSWORD, passwordHashCost: 10 },
-      mapping: { servicesDir },
+      );
+      return { mapping: { servicesDir } };
     },
   });
-  const log = createSilentLogger();
-  const gateway = wireGateway(config, log);
-  const daemon = createDaemon({ parts: gateway.parts, log });
-  await daemon.start();
+  const { gateway } = bench;
   const client = await mqtt.connectAsync({ host: '127.0.0.1', port: gateway.ports().mqtt, username: 'admin', password: ADMIN_PASSWORD, protocolVersion: 4, reconnectPeriod: 0 });
   try {
     // Poll answer → broker message.
@@ -121,9 +108,8 @@ async function benchEndToEnd(): Promise<{ pollP50Ms: number; pollP99Ms: number; 
     return { pollP50Ms: percentile(poll, 50), pollP99Ms: percentile(poll, 99), pollSamples: poll.length, reqResP50Ms: percentile(rt, 50), reqResP99Ms: percentile(rt, 99) };
   } finally {
     await client.endAsync(true);
-    await daemon.stop();
+    await bench.stop();
     await modbus.stop();
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

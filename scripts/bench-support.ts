@@ -48,8 +48,18 @@ export interface BenchGateway {
 }
 
 /** The real gateway with silent logs and no response validation, in a temp data dir. */
-export async function startBenchGateway(options: { adminPassword: string; passwordHashCost: number; prefix: string; auth?: Record<string, unknown> }): Promise<BenchGateway> {
+export interface BenchGatewayOptions {
+  adminPassword: string;
+  passwordHashCost: number;
+  prefix: string;
+  auth?: Record<string, unknown>;
+  /** Prepares the fresh data dir (e.g. writes service files) and returns more config overrides. */
+  prepare?: (dataDir: string) => Record<string, unknown>;
+}
+
+export async function startBenchGateway(options: BenchGatewayOptions): Promise<BenchGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), options.prefix));
+  const extra = options.prepare?.(dataDir) ?? {};
   const config = loadConfig({
     env: {},
     overrides: {
@@ -60,6 +70,7 @@ export async function startBenchGateway(options: { adminPassword: string; passwo
       mqtt: { port: 0, tlsPort: 0 },
       auth: { adminPassword: options.adminPassword, passwordHashCost: options.passwordHashCost, ...(options.auth ?? {}) },
       mapping: { servicesDir: join(dataDir, 'services') },
+      ...extra,
     },
   });
   const log = createSilentLogger();
