@@ -80,7 +80,15 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
   // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
-  const mapping = createMappingService({ config: config.mapping, log, broker: () => broker });
+  const mapping = createMappingService({
+    config: config.mapping,
+    log,
+    broker: () => broker,
+    dataDir: config.dataDir,
+    host: config.host,
+    // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
+    opcuaAccess: { checkPassword: (username, password) => auth.checkPassword(username, password, 'opcua'), allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
+  });
 
   const app = createHttpApp({
     log,

@@ -112,7 +112,7 @@ resources:
     type: Connection
     properties:
       protocol: Opcua
-      configuration: {endpointUrl: "opc.tcp://127.0.0.1:4840"}
+      configuration: {endpointUrl: !sub "opc.tcp://127.0.0.1:\${deadPort}", timeoutMs: 500}
   opcEp:
     type: Endpoint
     properties:
@@ -123,6 +123,7 @@ resources:
     type: Server::Opcua
     properties:
       options: {port: 4840}
+      targetState: disabled
   nodes:
     type: Node::Opcua
     properties:
@@ -377,22 +378,26 @@ describe('protocol mapping in the gateway', function () {
     expect(gw.logs().some((l) => l.message === 'connection failed, retrying' && l.id === 'plant.dead' && l.retryInMs === 1000)).to.equal(true);
   });
 
-  it('lists OPC UA resources with a clear failure message and no data', async () => {
+  it('lists OPC UA resources with their states (details: mapping-opcua.test.ts)', async () => {
+    await reach('connections', 'plant.opc', 'reconnecting');
     const opc = await current('connections', 'plant.opc');
-    expect(opc).to.include({ currentState: 'disconnected', targetState: 'connected', message: 'OPC UA is not available in this build' });
+    expect(opc).to.include({ targetState: 'connected' });
+    expect(opc.message).to.be.a('string');
+    expect(opc.connection).to.include({ protocol: 'Opcua' });
     expect(await state('endpoints', 'plant.opcEp')).to.equal('enabling');
     const servers = await gw.api('GET', '/api/servers', { token: admin });
     expect(servers.body).to.have.length(1);
-    expect(servers.body[0]).to.include({ id: 'plant.srv', protocol: 'Opcua', currentState: 'disabled', targetState: 'enabled', message: 'OPC UA is not available in this build' });
+    expect(servers.body[0]).to.include({ id: 'plant.srv', protocol: 'Opcua', currentState: 'disabled', targetState: 'disabled' });
     expect(servers.body[0].options).to.deep.equal({ port: 4840 });
     expect((await gw.api('GET', '/api/servers/plant.srv', { token: admin })).body.id).to.equal('plant.srv');
     expect(await state('servers', 'plant.srv')).to.equal('disabled');
     const op = await gw.api('PUT', '/api/servers/plant.srv/operation', { token: admin, body: { operation: 'disable' } });
     expect(op.body).to.include({ targetState: 'disabled', currentState: 'disabled' });
     const nodes = await gw.api('GET', '/api/nodes', { token: admin });
-    expect(nodes.body[0]).to.include({ id: 'plant.nodes', currentState: 'disabled' });
+    // A node set whose server is not enabled waits in enabling.
+    expect(nodes.body[0]).to.include({ id: 'plant.nodes', currentState: 'enabling', message: 'server plant.srv is not enabled' });
     expect(nodes.body[0].nodes).to.deep.equal([{ nodeId: 'ns=1;s=temp', topic: 'opc/temp' }]);
-    expect(await state('nodes', 'plant.nodes')).to.equal('disabled');
+    expect(await state('nodes', 'plant.nodes')).to.equal('enabling');
   });
 
   it('answers topics, endpoint topics, mapping endpoint topics and schemas', async () => {

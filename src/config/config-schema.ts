@@ -118,6 +118,7 @@ export const configSchema = obj({
     ruleMaxDepth: { type: 'integer', minimum: 10, maximum: 100000 },
     ruleMaxSequence: { type: 'integer', minimum: 1, maximum: 10000000 },
     ruleMaxBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
+    opcuaPkiDir: { type: 'string' },
   }),
 });
 
@@ -212,5 +213,5 @@ export interface GatewayConfig {
   registry: { defaultDurationMs: number; maxDurationMs: number; maxPendingRequests: number; certificateValidityDays: number };
   /** ioBytesPerSecond: rate limit of archive writes and restore extraction; 0 = unlimited. */
   maintenance: { backupsToKeep: number; uploadLimitBytes: number; ioBytesPerSecond: number };
-  mapping: { enabled: boolean; servicesDir: string; ruleTimeoutMs: number; ruleMaxDepth: number; ruleMaxSequence: number; ruleMaxBytes: number };
+  mapping: { enabled: boolean; servicesDir: string; ruleTimeoutMs: number; ruleMaxDepth: number; ruleMaxSequence: number; ruleMaxBytes: number; opcuaPkiDir: string };
 }

@@ -4,11 +4,15 @@
 // States
 // - Connection: disconnected → connecting → connected; a failed attempt or a lost connection →
 //   reconnecting, retried after 1 s, 2 s, 4 s ... at most 30 s (reset once connected);
-//   disconnect: disconnecting → disconnected. Opcua: stays disconnected with a message.
+//   disconnect: disconnecting → disconnected. Opcua without OPC UA support (deps.opcua absent):
+//   stays disconnected with a message.
 // - Endpoint: disabled → enabling → enabled; disabling → disabled. It stays (or goes back to)
 //   enabling while its connection is not connected.
 // - Mapping: disabled → enabling → enabled (once subscribed on the data plane); disabling → disabled.
-// - Server::Opcua, Node::Opcua: stay disabled with "OPC UA is not available in this build".
+// - Server::Opcua: disabled → enabling → enabled (listening); a failed start is retried with the
+//   connection backoff. Node::Opcua: enabling while its server is not enabled, enabled once its
+//   variables are in the server's address space. Without OPC UA support (deps.opcua absent) both
+//   stay disabled with "OPC UA is not available in this build".
 //
 // Data
 // - read endpoints publish readings to <topic> (Modbus and Http every pollIntervalMs, Mqtt per
@@ -25,6 +29,9 @@ import { NotFoundError } from '../errors/errors.js';
 import { createHttpDriver, type HttpConfiguration } from './drivers/http.js';
 import { createModbusDriver, type ModbusConfiguration } from './drivers/modbus.js';
 import { createMqttDriver, type MqttConfiguration } from './drivers/mqtt.js';
+import { createOpcuaDriver, type OpcuaConfiguration } from './drivers/opcua.js';
+import type { OpcuaSupport } from './opcua-support.js';
+import { OpcuaServerError, startOpcuaServer, type NodeDef, type OpcuaAccess, type OpcuaServerHandle, type RunningNode, type ServerOptions } from './opcua-server.js';
 import { DeviceError, realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleContext, type RuleLimits } from './rules.js';
 import type { ConnectionDef, EndpointDef, MappingDef, MappingItemDef, NodeSetDef, ServerDef, ServiceDef } from './service-files.js';
@@ -73,6 +80,8 @@ export interface MappingView {
 export interface ServerView {
   id: string;
   options: Record<string, unknown>;
+  /** The server's endpoint URL while it runs. */
+  endpointUrl?: string;
   currentState: EnableState;
   targetState: 'enabled' | 'disabled';
   protocol: string;
@@ -103,6 +112,14 @@ export interface MappingRuntimeDeps {
   timers?: Timers;
   /** Tests may replace the protocol drivers. */
   driverFor?: (def: ConnectionDef) => ConnectionDriver;
+  /** OPC UA (client and server); absent: OPC UA resources report OPCUA_UNAVAILABLE. */
+  opcua?: {
+    support: OpcuaSupport;
+    /** gatewayd's users and permissions for the server's sessions; absent: anonymous only. */
+    access?: OpcuaAccess;
+    /** The bind address of the server when its options name none (the gateway's host). */
+    defaultHost: string;
+  };
 }
 
 export interface MappingRuntime {
@@ -154,6 +171,9 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { dataPlane, log, limits, agentName } = deps;
   const timers = deps.timers ?? realTimers;
   const driverFor = deps.driverFor ?? defaultDriver;
+  const opcua = deps.opcua;
+  /** Bound on closing an OPC UA server at stop or disable. */
+  const SERVER_STOP_MS = 3000;
   let stopped = false;
   const waiters = new Set<{ pred: () => boolean; resolve: () => void }>();
   const changed = () => {
@@ -197,11 +217,11 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     readonly endpoints: EndpointRt[] = [];
     constructor(readonly def: ConnectionDef) {
       this.target = def.targetState;
-      if (def.protocol === 'Opcua') this.message = OPCUA_UNAVAILABLE;
-      else {
-        this.driver = driverFor(def);
-        this.driver.onLost((reason) => this.lost(reason));
-      }
+      if (def.protocol === 'Opcua' && !deps.driverFor) {
+        if (opcua) this.driver = createOpcuaDriver(def.configuration as OpcuaConfiguration, { support: opcua.support, log, id: def.id });
+        else this.message = OPCUA_UNAVAILABLE;
+      } else this.driver = driverFor(def);
+      this.driver?.onLost((reason) => this.lost(reason));
     }
     view(): ConnectionView {
       const { password: _p, headers: _h, ...configuration } = this.def.configuration as Record<string, unknown>;
@@ -392,7 +412,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
               ),
             );
           }
-          if (def.protocol === 'Mqtt' && driver.subscribe) {
+          if (driver.subscribe && (def.protocol === 'Mqtt' || (def.protocol === 'Opcua' && def.address.samplingIntervalMs !== undefined))) {
             stops.push(
               await driver.subscribe(def, (topic, value) =>
                 this.guard(topic, async () => {
@@ -556,15 +576,237 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     }
   }
 
-  // ---------------------------------------------------------------- OPC UA (not in this build)
+  // ---------------------------------------------------------------- OPC UA server and node sets
 
-  class OpcuaRt<D extends ServerDef | NodeSetDef> {
-    readonly current: EnableState = 'disabled';
+  class ServerRt {
+    current: EnableState = 'disabled';
     target: 'enabled' | 'disabled';
-    readonly message = OPCUA_UNAVAILABLE;
-    constructor(readonly def: D) {
+    message: string | undefined;
+    busy = false;
+    attempt = 0;
+    timer: unknown;
+    handle: OpcuaServerHandle | undefined;
+    readonly nodeSets: NodeSetRt[] = [];
+    constructor(readonly def: ServerDef) {
       this.target = def.targetState;
+      if (!opcua) this.message = OPCUA_UNAVAILABLE;
     }
+    view(): ServerView {
+      const v: ServerView = { id: this.def.id, options: this.def.options, currentState: this.current, targetState: this.target, protocol: this.def.protocol, agentName };
+      if (this.handle) v.endpointUrl = this.handle.endpointUrl;
+      if (this.message !== undefined) v.message = this.message;
+      return v;
+    }
+    set(state: EnableState) {
+      if (this.current === state) return;
+      log.debug('server state', { id: this.def.id, from: this.current, to: state });
+      this.current = state;
+      for (const n of this.nodeSets) n.reconcile();
+      changed();
+    }
+    reconcile(): void {
+      if (!opcua || this.busy) return;
+      if (this.target === 'enabled' && !stopped) {
+        if (this.current === 'enabled' || this.timer !== undefined) return;
+        this.set('enabling');
+        this.busy = true;
+        startOpcuaServer({ support: opcua.support, log, serverId: this.def.id, options: this.def.options as ServerOptions, defaultHost: opcua.defaultHost, access: opcua.access }).then(
+          (handle) => {
+            if (this.target !== 'enabled' || stopped) {
+              // Disabled (or the daemon stopping) meanwhile: close it again, still busy.
+              void handle
+                .stop(SERVER_STOP_MS)
+                .catch(() => undefined)
+                .then(() => {
+                  this.busy = false;
+                  this.set('disabled');
+                  this.reconcile();
+                });
+              return;
+            }
+            this.busy = false;
+            this.handle = handle;
+            this.attempt = 0;
+            this.message = undefined;
+            log.info('OPC UA server started', { id: this.def.id, endpointUrl: handle.endpointUrl });
+            this.set('enabled');
+          },
+          (err: unknown) => {
+            this.busy = false;
+            this.message = errorText(err);
+            if (this.target !== 'enabled' || stopped) {
+              this.set('disabled');
+              return this.reconcile();
+            }
+            if (err instanceof OpcuaServerError && /allowAnonymous/.test(this.message)) {
+              log.error('OPC UA server not started', { id: this.def.id, reason: this.message });
+              return; // a configuration problem: no retry
+            }
+            const delay = Math.min(BACKOFF_INITIAL_MS * 2 ** this.attempt, BACKOFF_MAX_MS);
+            if (delay < BACKOFF_MAX_MS) this.attempt++;
+            log.warn('OPC UA server failed to start, retrying', { id: this.def.id, retryInMs: delay, reason: this.message });
+            this.timer = timers.setTimeout(() => {
+              this.timer = undefined;
+              this.reconcile();
+            }, delay);
+            changed();
+          },
+        );
+        return;
+      }
+      if (this.timer !== undefined) timers.clearTimeout(this.timer);
+      this.timer = undefined;
+      if (this.current === 'disabled') return;
+      const handle = this.handle;
+      this.handle = undefined;
+      this.set('disabling'); // node sets halt (back to enabling)
+      if (!handle) return this.set('disabled');
+      this.busy = true;
+      handle
+        .stop(SERVER_STOP_MS)
+        .catch(() => undefined)
+        .then(() => {
+          this.busy = false;
+          log.info('OPC UA server stopped', { id: this.def.id });
+          this.set('disabled');
+          this.reconcile();
+        });
+    }
+    /** Resolves once the server is closed (bounded). */
+    async shutdown(): Promise<void> {
+      if (this.timer !== undefined) timers.clearTimeout(this.timer);
+      this.timer = undefined;
+      await waitFor(() => !this.busy, SERVER_STOP_MS + 15_000).catch(() => undefined);
+      const handle = this.handle;
+      this.handle = undefined;
+      if (handle) await handle.stop(SERVER_STOP_MS);
+    }
+  }
+
+  class NodeSetRt {
+    current: EnableState = 'disabled';
+    target: 'enabled' | 'disabled';
+    message: string | undefined;
+    stopActivity: (() => void) | undefined;
+    readonly transforms: Array<CompiledRule | undefined>;
+    constructor(
+      readonly def: NodeSetDef,
+      readonly server: ServerRt,
+    ) {
+      this.target = def.targetState;
+      this.transforms = (def.nodes as unknown as NodeDef[]).map((n) => rule(n.transform));
+      if (!opcua) this.message = OPCUA_UNAVAILABLE;
+      server.nodeSets.push(this);
+    }
+    view(): NodeSetView {
+      const v: NodeSetView = { id: this.def.id, currentState: this.current, targetState: this.target, nodes: this.def.nodes, agentName };
+      if (this.message !== undefined) v.message = this.message;
+      return v;
+    }
+    set(state: EnableState) {
+      if (this.current === state) return;
+      log.debug('node set state', { id: this.def.id, from: this.current, to: state });
+      this.current = state;
+      changed();
+    }
+    topics(): string[] {
+      return (this.def.nodes as unknown as NodeDef[]).flatMap((n) => (n.access ?? 'read') === 'read' ? [n.topic] : (n.access === 'write' ? [setTopicOf(n)] : [n.topic, setTopicOf(n)]));
+    }
+    reconcile(): void {
+      if (!opcua) return;
+      const handle = this.server.current === 'enabled' ? this.server.handle : undefined;
+      if (this.target === 'enabled' && !stopped) {
+        if (this.current === 'enabled') {
+          if (handle) return;
+          this.halt();
+          this.set('enabling');
+          return;
+        }
+        this.set('enabling');
+        if (!handle) {
+          if (this.server.target !== 'enabled') this.message = `server ${this.server.def.id} is not enabled`;
+          return;
+        }
+        try {
+          this.stopActivity = this.activate(handle);
+          this.message = undefined;
+          this.set('enabled');
+        } catch (err) {
+          this.message = errorText(err);
+          log.warn('node set could not start', { id: this.def.id, error: this.message });
+        }
+        return;
+      }
+      if (this.current === 'disabled') return;
+      this.set('disabling');
+      this.halt();
+      this.set('disabled');
+    }
+    halt() {
+      const stop = this.stopActivity;
+      this.stopActivity = undefined;
+      stop?.();
+    }
+    activate(handle: OpcuaServerHandle): () => void {
+      const defs = this.def.nodes as unknown as NodeDef[];
+      const added = handle.addNodeSet(
+        this.def.name,
+        this.def.id,
+        defs.map((d) => ({
+          def: d,
+          setTopic: setTopicOf(d),
+          publishWrite: (value: unknown) => {
+            if (!dataPlane) return Promise.reject(new Error('the embedded broker is not running'));
+            log.debug('OPC UA write', { id: this.def.id, topic: setTopicOf(d) });
+            return publish(setTopicOf(d), value);
+          },
+        })),
+      );
+      const subs: Array<() => void> = [];
+      if (dataPlane) {
+        defs.forEach((d, i) => {
+          if ((d.access ?? 'read') === 'write') return;
+          const node: RunningNode = added.nodes[i]!;
+          const transform = this.transforms[i];
+          subs.push(
+            dataPlane.subscribe(d.topic, (topic, payload) => {
+              const value = decodePayload(payload);
+              if (!transform) return node.update(value);
+              transform.evaluate(value, { topic, vars: {}, label: d.browseName ?? this.def.name }).then(
+                (out) => node.update(out),
+                (err: unknown) => log.info('node transform failed', { id: this.def.id, topic, error: errorText(err) }),
+              );
+            }),
+          );
+        });
+      } else this.message = 'the embedded broker is not running (mqtt.enabled is false)';
+      return () => {
+        for (const u of subs.splice(0)) u();
+        added.remove();
+      };
+    }
+  }
+
+  function setTopicOf(n: NodeDef): string {
+    return n.setTopic ?? `${n.topic}/set`;
+  }
+
+  function waitFor(pred: () => boolean, timeoutMs: number): Promise<void> {
+    if (pred()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const w = {
+        pred,
+        resolve: () => {
+          clearTimeout(t);
+          resolve();
+        },
+      };
+      const t = setTimeout(() => {
+        waiters.delete(w);
+        reject(new Error(`condition not reached within ${timeoutMs} ms`));
+      }, timeoutMs);
+      waiters.add(w);
+    });
   }
 
   // ---------------------------------------------------------------- build
@@ -572,22 +814,22 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const connections = new Map<string, ConnectionRt>();
   const endpoints = new Map<string, EndpointRt>();
   const mappings = new Map<string, MappingRt>();
-  const servers = new Map<string, OpcuaRt<ServerDef>>();
-  const nodeSets = new Map<string, OpcuaRt<NodeSetDef>>();
+  const servers = new Map<string, ServerRt>();
+  const nodeSets = new Map<string, NodeSetRt>();
   const all = deps.services.flatMap((s) => s.resources);
   for (const r of all) if (r.kind === 'connection') connections.set(r.id, new ConnectionRt(r));
   for (const r of all) if (r.kind === 'endpoint') endpoints.set(r.id, new EndpointRt(r, connections.get(r.connectionId)!));
   for (const r of all) if (r.kind === 'mapping') mappings.set(r.id, new MappingRt(r));
-  for (const r of all) if (r.kind === 'server') servers.set(r.id, new OpcuaRt(r));
-  for (const r of all) if (r.kind === 'nodes') nodeSets.set(r.id, new OpcuaRt(r));
+  for (const r of all) if (r.kind === 'server') servers.set(r.id, new ServerRt(r));
+  for (const r of all) if (r.kind === 'nodes') nodeSets.set(r.id, new NodeSetRt(r, servers.get(r.serverId)!));
 
   const find = <T>(map: Map<string, T>, id: string, what: string): T => {
     const v = map.get(id);
     if (!v) throw new NotFoundError(`${what} not found`);
     return v;
   };
-  const serverView = (s: OpcuaRt<ServerDef>): ServerView => ({ id: s.def.id, options: s.def.options, currentState: s.current, targetState: s.target, protocol: s.def.protocol, agentName, message: s.message });
-  const nodeView = (n: OpcuaRt<NodeSetDef>): NodeSetView => ({ id: n.def.id, currentState: n.current, targetState: n.target, nodes: n.def.nodes, agentName, message: n.message });
+  const serverView = (s: ServerRt): ServerView => s.view();
+  const nodeView = (n: NodeSetRt): NodeSetView => n.view();
   const sorted = <T extends { id: string }>(list: T[]) => list.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
   return {
@@ -595,12 +837,16 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const c of connections.values()) c.reconcile();
       for (const e of endpoints.values()) e.reconcile();
       for (const m of mappings.values()) m.reconcile();
+      for (const s of servers.values()) s.reconcile();
+      for (const n of nodeSets.values()) n.reconcile();
     },
     async stop() {
       stopped = true;
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
-      await Promise.all([...connections.values()].map((c) => c.shutdown()));
+      for (const n of nodeSets.values()) n.halt();
+      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown())));
+      await opcua?.support.dispose();
       for (const w of waiters) w.resolve();
       waiters.clear();
     },
@@ -651,6 +897,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       const s = find(servers, id, 'Server');
       s.target = operation === 'enable' ? 'enabled' : 'disabled';
       log.info('server operation', { id, operation });
+      s.reconcile();
+      for (const n of s.nodeSets) n.reconcile();
       changed();
       return serverView(s);
     },
@@ -659,7 +907,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     topics: () => ({
       endpoints: sorted([...endpoints.values()].map((e) => ({ id: e.def.id, topics: endpointTopicList(e.def) }))),
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),
-      nodes: sorted([...nodeSets.values()].map((n) => ({ id: n.def.id, topics: n.def.nodes.flatMap((x) => (typeof x.topic === 'string' ? [x.topic] : [])) }))),
+      nodes: sorted([...nodeSets.values()].map((n) => ({ id: n.def.id, topics: n.topics() }))),
     }),
     waitFor(pred, timeoutMs = 10_000) {
       if (pred()) return Promise.resolve();

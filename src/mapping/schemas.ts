@@ -45,11 +45,22 @@ export const httpConfigurationSchema: Schema = {
 };
 export const opcuaConfigurationSchema: Schema = {
   type: 'object',
-  additionalProperties: true,
+  additionalProperties: false,
   required: ['endpointUrl'],
-  properties: { endpointUrl: { type: 'string', pattern: '^opc\\.tcp://', maxLength: 2048 } },
+  properties: {
+    endpointUrl: { type: 'string', pattern: '^opc\\.tcp://', maxLength: 2048 },
+    securityMode: { type: 'string', enum: ['None', 'Sign', 'SignAndEncrypt'], default: 'None' },
+    securityPolicy: { type: 'string', enum: ['None', 'Basic256Sha256'], default: 'None', description: 'Basic256Sha256 with Sign or SignAndEncrypt.' },
+    username: { type: 'string', maxLength: 256 },
+    password: { type: 'string', maxLength: 1024, description: 'Never returned by the API.' },
+    acceptUnknownServerCertificate: {
+      type: 'boolean',
+      default: false,
+      description: 'Sign/SignAndEncrypt: trust a server certificate seen for the first time (store <opcuaPkiDir>/client-accept); otherwise it must be in <opcuaPkiDir>/client/trusted/certs.',
+    },
+    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 5000 },
+  },
 };
-
 export const connectionSchema: Schema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
   title: 'Connection',
@@ -84,6 +95,15 @@ export const mqttAddressSchema: Schema = {
     qos: { type: 'integer', enum: [0, 1], default: 0 },
   },
 };
+export const opcuaAddressSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['nodeId'],
+  properties: {
+    nodeId: { type: 'string', minLength: 1, maxLength: 4096, description: 'e.g. ns=1;s=Temperature or ns=2;i=42.' },
+    samplingIntervalMs: { type: 'integer', minimum: 0, maximum: 86_400_000, description: 'read endpoints: subscribe (a monitored item) instead of polling.' },
+  },
+};
 export const httpAddressSchema: Schema = {
   type: 'object',
   additionalProperties: false,
@@ -103,14 +123,14 @@ export const endpointSchema: Schema = {
     description,
     connection: { type: 'string', minLength: 1, description: 'The connection: !ref <resourceName>.' },
     operation: { type: 'string', enum: ['read', 'write'] },
-    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http).' },
+    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http, Opcua).' },
     topic: { ...topic, description: 'Broker topic; default services/<serviceId>/<resourceName>.' },
-    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus and Http: publish a reading at this interval.' },
+    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus, Http and Opcua: publish a reading at this interval.' },
     transform: rule,
     filter: rule,
     targetState: enableTarget,
   },
-  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema },
+  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema, Opcua: opcuaAddressSchema },
 };
 
 export const mappingItemSchema: Schema = {
@@ -142,6 +162,20 @@ export const mappingSchema: Schema = {
   },
 };
 
+export const serverOptionsSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    port: { type: 'integer', minimum: 0, maximum: 65535, description: 'Default 4840; 0: any free port.' },
+    hostname: { type: 'string', minLength: 1, maxLength: 255, description: 'Bind address; default the gateway\'s host setting.' },
+    resourcePath: { type: 'string', maxLength: 256, pattern: '^(/[A-Za-z0-9._~-]+)*$', description: 'e.g. /UA/gatewayd' },
+    allowAnonymous: { type: 'boolean', description: 'Default false. Anonymous sessions read and write every node. Otherwise gatewayd users log in (username and password) and need mqtt read/write permission on the node topics.' },
+    securityModes: { type: 'array', items: { type: 'string', enum: ['None', 'Sign', 'SignAndEncrypt'] }, minItems: 1, uniqueItems: true, description: "Default ['None', 'SignAndEncrypt'] (SignAndEncrypt with Basic256Sha256)." },
+    acceptUnknownClientCertificates: { type: 'boolean', description: 'Default false. Sign/SignAndEncrypt: trust a client certificate seen for the first time (store <opcuaPkiDir>/server-accept); otherwise it must be in <opcuaPkiDir>/server/trusted/certs.' },
+    maxSessions: { type: 'integer', minimum: 1, maximum: 1000, description: 'Default 20.' },
+  },
+};
+
 export const serverSchema: Schema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
   title: 'Server::Opcua',
@@ -149,8 +183,23 @@ export const serverSchema: Schema = {
   additionalProperties: false,
   properties: {
     description,
-    options: { type: 'object', description: 'OPC UA server options (port, resourcePath, security...).' },
+    options: { ...serverOptionsSchema, description: 'OPC UA server options.' },
     targetState: enableTarget,
+  },
+};
+
+export const nodeItemSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['topic'],
+  properties: {
+    browseName: { type: 'string', minLength: 1, maxLength: 256, description: 'Default: the nodeId\'s identifier, else the topic.' },
+    nodeId: { type: 'string', minLength: 1, maxLength: 4096, description: 'Default: ns=1;s=<topic>.' },
+    dataType: { type: 'string', enum: ['Boolean', 'SByte', 'Byte', 'Int16', 'UInt16', 'Int32', 'UInt32', 'Int64', 'UInt64', 'Float', 'Double', 'String', 'DateTime', 'Variant'], description: 'Default Variant (the type follows the JSON value).' },
+    topic,
+    access: { type: 'string', enum: ['read', 'write', 'readWrite'], description: 'Default read.' },
+    transform: rule,
+    setTopic: { ...topic, description: 'Where OPC UA writes are published; default <topic>/set.' },
   },
 };
 
@@ -163,7 +212,7 @@ export const nodeSchema: Schema = {
   properties: {
     description,
     server: { type: 'string', minLength: 1, description: 'The Server::Opcua resource: !ref <resourceName>.' },
-    nodes: { type: 'array', maxItems: 10000, items: { type: 'object', required: ['nodeId'], properties: { nodeId: { type: 'string' }, topic, endpoint: { type: 'string' } } } },
+    nodes: { type: 'array', maxItems: 10000, items: nodeItemSchema },
     targetState: enableTarget,
   },
 };

@@ -18,6 +18,7 @@ import {
   modbusConfigurationSchema,
   mqttAddressSchema,
   mqttConfigurationSchema,
+  opcuaAddressSchema,
   opcuaConfigurationSchema,
   schemaOfType,
   serviceFileSchema,
@@ -135,6 +136,7 @@ const addressValidators: Partial<Record<Protocol, ValidateFunction>> = {
   Modbus: ajv.compile(modbusAddressSchema),
   Mqtt: ajv.compile(mqttAddressSchema),
   Http: ajv.compile(httpAddressSchema),
+  Opcua: ajv.compile(opcuaAddressSchema),
 };
 
 function check(validate: ValidateFunction, value: unknown, path: string): void {
@@ -260,8 +262,12 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
           throw new FileError(`${path}.address.table`, 'a write endpoint writes holding registers or coils');
         }
         if (protocol === 'Mqtt' && p.operation === 'write' && /[#+]/.test(p.address.topic)) throw new FileError(`${path}.address.topic`, 'a write endpoint needs a concrete topic');
-        if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || (protocol !== 'Modbus' && protocol !== 'Http'))) {
-          throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus and Http connections poll');
+        if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {
+          throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http and Opcua connections poll');
+        }
+        if (protocol === 'Opcua' && p.address.samplingIntervalMs !== undefined) {
+          if (p.operation !== 'read') throw new FileError(`${path}.address.samplingIntervalMs`, 'only read endpoints subscribe');
+          if (p.pollIntervalMs !== undefined) throw new FileError(`${path}.pollIntervalMs`, 'an endpoint either polls (pollIntervalMs) or subscribes (address.samplingIntervalMs)');
         }
         compiles(p.transform, `${path}.transform`);
         compiles(p.filter, `${path}.filter`);
@@ -279,6 +285,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
         break;
       case 'Node::Opcua':
         if (typeOfId(p.server) !== 'Server::Opcua') throw new FileError(`${path}.server`, `"${p.server}" is not a Server::Opcua of this service (use !ref <name>)`);
+        (p.nodes as Array<{ transform?: string }>).forEach((n, i) => compiles(n.transform, `${path}.nodes[${i}].transform`));
         resources.push({ kind: 'nodes', ...base, serverId: p.server, nodes: p.nodes, targetState: p.targetState });
         break;
       case 'Mapping':
