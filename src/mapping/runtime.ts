@@ -316,10 +316,44 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
 
   // ---------------------------------------------------------------- endpoints
 
-  class EndpointRt {
+  /**
+   * What endpoints, mappings, servers and node sets share: the enable state machine's fields,
+   * state changes (logged, then announced), the message in views, and the disable sequence.
+   */
+  abstract class EnableableRt {
     current: EnableState = 'disabled';
     target: 'enabled' | 'disabled';
     message: string | undefined;
+    constructor(
+      readonly kind: string,
+      readonly id: string,
+      target: 'enabled' | 'disabled',
+    ) {
+      this.target = target;
+    }
+    set(state: EnableState) {
+      if (this.current === state) return;
+      log.debug(`${this.kind} state`, { id: this.id, from: this.current, to: state });
+      this.current = state;
+      this.onState();
+      changed();
+    }
+    /** Called on every state change, before the change is announced. */
+    onState(): void {}
+    withMessage<V extends { message?: string }>(view: V): V {
+      if (this.message !== undefined) view.message = this.message;
+      return view;
+    }
+    /** disabling → stop what runs → disabled (nothing when already disabled). */
+    disable(stop: () => void): void {
+      if (this.current === 'disabled') return;
+      this.set('disabling');
+      stop();
+      this.set('disabled');
+    }
+  }
+
+  class EndpointRt extends EnableableRt {
     busy = false;
     stopActivity: (() => void) | undefined;
     readonly filter: CompiledRule | undefined;
@@ -332,21 +366,13 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       readonly def: EndpointDef,
       readonly conn: ConnectionRt,
     ) {
-      this.target = def.targetState;
+      super('endpoint', def.id, def.targetState);
       this.filter = rule(def.filter);
       this.transform = rule(def.transform);
       conn.endpoints.push(this);
     }
     view(): EndpointView {
-      const v: EndpointView = { id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName };
-      if (this.message !== undefined) v.message = this.message;
-      return v;
-    }
-    set(state: EnableState) {
-      if (this.current === state) return;
-      log.debug('endpoint state', { id: this.def.id, from: this.current, to: state });
-      this.current = state;
-      changed();
+      return this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName });
     }
     context(topic: string): RuleContext {
       return { topic, vars: {}, label: this.def.name };
@@ -381,10 +407,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
         );
         return;
       }
-      if (this.current === 'disabled') return;
-      this.set('disabling');
-      this.halt();
-      this.set('disabled');
+      this.disable(() => this.halt());
     }
     halt() {
       const stop = this.stopActivity;
@@ -493,16 +516,13 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     transform: CompiledRule | undefined;
   }
 
-  class MappingRt {
-    current: EnableState = 'disabled';
-    target: 'enabled' | 'disabled';
-    message: string | undefined;
+  class MappingRt extends EnableableRt {
     readonly items: ItemRt[];
     subs: Array<() => void> = [];
     inFlight = 0;
     dropped = 0;
     constructor(readonly def: MappingDef) {
-      this.target = def.targetState;
+      super('mapping', def.id, def.targetState);
       this.items = def.mappings.map((m) => {
         const sourceTopic = m.sourceEndpoint !== undefined ? endpoints.get(m.sourceEndpoint)!.def.topic : m.source!;
         const targetTopic = m.targetEndpoint !== undefined ? `${endpoints.get(m.targetEndpoint)!.def.topic}/set` : m.target!;
@@ -511,15 +531,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       if (!dataPlane) this.message = 'the embedded broker is not running (mqtt.enabled is false)';
     }
     view(): MappingView {
-      const v: MappingView = { id: this.def.id, currentState: this.current, targetState: this.target, mappings: this.def.mappings as Record<string, unknown>[], agentName };
-      if (this.message !== undefined) v.message = this.message;
-      return v;
-    }
-    set(state: EnableState) {
-      if (this.current === state) return;
-      log.debug('mapping state', { id: this.def.id, from: this.current, to: state });
-      this.current = state;
-      changed();
+      return this.withMessage<MappingView>({ id: this.def.id, currentState: this.current, targetState: this.target, mappings: this.def.mappings as Record<string, unknown>[], agentName });
     }
     topics(): string[] {
       return [...new Set(this.items.flatMap((i) => [i.source.filter, i.target]))];
@@ -540,10 +552,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
         this.set('enabled');
         return;
       }
-      if (this.current === 'disabled') return;
-      this.set('disabling');
-      this.unsubscribe();
-      this.set('disabled');
+      this.disable(() => this.unsubscribe());
     }
     unsubscribe() {
       for (const u of this.subs.splice(0)) u();
@@ -578,31 +587,23 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
 
   // ---------------------------------------------------------------- OPC UA server and node sets
 
-  class ServerRt {
-    current: EnableState = 'disabled';
-    target: 'enabled' | 'disabled';
-    message: string | undefined;
+  class ServerRt extends EnableableRt {
     busy = false;
     attempt = 0;
     timer: unknown;
     handle: OpcuaServerHandle | undefined;
     readonly nodeSets: NodeSetRt[] = [];
     constructor(readonly def: ServerDef) {
-      this.target = def.targetState;
+      super('server', def.id, def.targetState);
       if (!opcua) this.message = OPCUA_UNAVAILABLE;
     }
     view(): ServerView {
       const v: ServerView = { id: this.def.id, options: this.def.options, currentState: this.current, targetState: this.target, protocol: this.def.protocol, agentName };
       if (this.handle) v.endpointUrl = this.handle.endpointUrl;
-      if (this.message !== undefined) v.message = this.message;
-      return v;
+      return this.withMessage(v);
     }
-    set(state: EnableState) {
-      if (this.current === state) return;
-      log.debug('server state', { id: this.def.id, from: this.current, to: state });
-      this.current = state;
+    override onState(): void {
       for (const n of this.nodeSets) n.reconcile();
-      changed();
     }
     reconcile(): void {
       if (!opcua || this.busy) return;
@@ -683,31 +684,20 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     }
   }
 
-  class NodeSetRt {
-    current: EnableState = 'disabled';
-    target: 'enabled' | 'disabled';
-    message: string | undefined;
+  class NodeSetRt extends EnableableRt {
     stopActivity: (() => void) | undefined;
     readonly transforms: Array<CompiledRule | undefined>;
     constructor(
       readonly def: NodeSetDef,
       readonly server: ServerRt,
     ) {
-      this.target = def.targetState;
+      super('node set', def.id, def.targetState);
       this.transforms = (def.nodes as unknown as NodeDef[]).map((n) => rule(n.transform));
       if (!opcua) this.message = OPCUA_UNAVAILABLE;
       server.nodeSets.push(this);
     }
     view(): NodeSetView {
-      const v: NodeSetView = { id: this.def.id, currentState: this.current, targetState: this.target, nodes: this.def.nodes, agentName };
-      if (this.message !== undefined) v.message = this.message;
-      return v;
-    }
-    set(state: EnableState) {
-      if (this.current === state) return;
-      log.debug('node set state', { id: this.def.id, from: this.current, to: state });
-      this.current = state;
-      changed();
+      return this.withMessage<NodeSetView>({ id: this.def.id, currentState: this.current, targetState: this.target, nodes: this.def.nodes, agentName });
     }
     topics(): string[] {
       return (this.def.nodes as unknown as NodeDef[]).flatMap((n) => (n.access ?? 'read') === 'read' ? [n.topic] : (n.access === 'write' ? [setTopicOf(n)] : [n.topic, setTopicOf(n)]));
@@ -737,10 +727,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
         }
         return;
       }
-      if (this.current === 'disabled') return;
-      this.set('disabling');
-      this.halt();
-      this.set('disabled');
+      this.disable(() => this.halt());
     }
     halt() {
       const stop = this.stopActivity;
