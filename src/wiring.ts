@@ -63,7 +63,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const ldap = createLdapService({ config: config.ldap, users, roles, log });
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
   const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log });
-  const mqttAccess = createMqttAccess({ users, tokens, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
+  const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
   // The broker needs the CA's server certificate, which the pki part loads at start.
@@ -87,7 +87,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     dataDir: config.dataDir,
     host: config.host,
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
-    opcuaAccess: { checkPassword: (username, password) => auth.checkPassword(username, password, 'opcua'), allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
+    opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
   });
 
   const app = createHttpApp({

@@ -313,6 +313,10 @@ describe('OPC UA in the gateway', function () {
     }
     expect(refused).to.equal(2);
     expect(gw.logs().some((l) => l.message === 'login failed' && l.via === 'opcua' && l.username === user.username)).to.equal(true);
+
+    // A session token works as the password too (as on MQTT), e.g. for users enrolled in MFA.
+    const byToken = await session({ userName: user.username, password: user.token });
+    expect((await byToken.read({ nodeId: 'ns=1;s=plant/level', attributeId: AttributeIds.Value })).statusCode.name).to.equal('Good');
   });
 
   it('disables and enables the server: node sets wait in enabling', async () => {

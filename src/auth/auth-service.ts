@@ -8,7 +8,7 @@ import type { UserService } from '../users/user-service.js';
 import type { MfaChallenges } from '../mfa/mfa-challenges.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
-import { tokenFingerprint, type TokenService } from './token-service.js';
+import { looksLikeToken, tokenFingerprint, type TokenService } from './token-service.js';
 import type { AccessEvents } from './access-events.js';
 import { createVerifiedPasswordCache } from './verified-password-cache.js';
 import type { LdapService } from '../ldap/index.js';
@@ -125,8 +125,31 @@ export function createAuthService(deps: {
     };
   }
 
+  /**
+   * A username with a secret that is either a session token (one hash lookup, no scrypt) or
+   * the password, for protocols that have only a username/password field (MQTT, OPC UA).
+   * A password alone is refused (403) for users who need MFA; a token from the MFA login is
+   * not. Unknown user or wrong secret: 401 as for every login.
+   */
+  async function authenticateSecret(username: string, secret: string, via: string): Promise<{ user: UserRecord; method: 'token' | 'password'; tokenFingerprint?: string }> {
+    if (looksLikeToken(secret)) {
+      const record = tokens.verify(secret);
+      const user = record ? users.find(record.userId) : undefined;
+      if (record && user && user.username === username) {
+        if (record.scope !== 'full') throw new ForbiddenError('MFA enrollment is required first');
+        return { user, method: 'token', tokenFingerprint: record.fingerprint };
+      }
+    }
+    const user = await checkPassword(username, secret, via);
+    if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
+    // A password alone is not enough for a user enrolled in MFA: a token from the MFA login is.
+    if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: use a session token from the MFA login');
+    return { user, method: 'password' };
+  }
+
   return {
     checkPassword,
+    authenticateSecret,
     issueSession,
 
     /**

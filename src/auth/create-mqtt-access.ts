@@ -6,7 +6,6 @@ import type { UserRecord } from '../store/index.js';
 import type { UserService } from '../users/user-service.js';
 import type { AccessEvents } from './access-events.js';
 import type { AuthService } from './auth-service.js';
-import { looksLikeToken, type TokenService } from './token-service.js';
 
 /**
  * The broker's port onto identity: the same users, tokens and permission engine as the REST
@@ -14,7 +13,6 @@ import { looksLikeToken, type TokenService } from './token-service.js';
  */
 export function createMqttAccess(deps: {
   users: UserService;
-  tokens: TokenService;
   auth: AuthService;
   engine: PermissionEngine;
   events: AccessEvents;
@@ -22,7 +20,7 @@ export function createMqttAccess(deps: {
   /** Called after a failed password connect of a username no identity source knows. */
   onUnknownUser?: (credentials: MqttCredentials) => Promise<void>;
 }): MqttAccess {
-  const { users, tokens, auth, engine, events } = deps;
+  const { users, auth, engine, events } = deps;
 
   const principalOf = (user: UserRecord, method: MqttPrincipal['method'], tokenFingerprint?: string): MqttPrincipal => {
     // A user without any MQTT permission has no business on the broker.
@@ -50,17 +48,9 @@ export function createMqttAccess(deps: {
         if (!username || password === undefined) throw new UnauthorizedError('certificate is not registered to a user');
       }
       if (!username || password === undefined) throw new UnauthorizedError('credentials required');
-      if (looksLikeToken(password)) {
-        const record = tokens.verify(password);
-        const user = record ? users.find(record.userId) : undefined;
-        if (record && user && user.username === username) {
-          if (record.scope !== 'full') throw new ForbiddenError('MFA enrollment is required first');
-          return principalOf(user, 'token', record.fingerprint);
-        }
-      }
-      let user: UserRecord;
       try {
-        user = await auth.checkPassword(username, password, 'mqtt');
+        const { user, method, tokenFingerprint } = await auth.authenticateSecret(username, password, 'mqtt');
+        return principalOf(user, method, tokenFingerprint);
       } catch (err) {
         // Still unknown after every identity source (local, LDAP) was asked: the client
         // registry, while open, records the device as a pending request.
@@ -69,10 +59,6 @@ export function createMqttAccess(deps: {
         }
         throw err;
       }
-      if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
-      // A password alone is not enough for a user enrolled in MFA: a token from the MFA login or a certificate is.
-      if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: connect with a session token or a certificate');
-      return principalOf(user, 'password');
     },
     allows: (principal, operation, topic) => engine.allows(principal.userId, 'mqtt', operation, topic),
     coversFilter: (principal, filter) => engine.coversFilter(principal.userId, 'mqtt', 'read', filter),

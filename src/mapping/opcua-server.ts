@@ -7,9 +7,9 @@
 // BadWaitingForInitialData.
 //
 // Sessions: anonymous only with `options.allowAnonymous` (then every node is readable and, per
-// its `access`, writable). Otherwise a gatewayd user logs in with username and password
-// (auth.checkPassword: same throttle and audit as every login; a user enrolled in MFA is refused,
-// as on MQTT) and reads a node with mqtt read permission on its topic, writes it with mqtt write
+// its `access`, writable). Otherwise a gatewayd user logs in with its username and, as password,
+// its password or a session token (auth.authenticateSecret, as on MQTT: same throttle and audit
+// as every login; a password alone is refused for users enrolled in MFA) and reads a node with mqtt read permission on its topic, writes it with mqtt write
 // permission on its set topic (the permission engine, checked at every read and write).
 import type { Logger } from '../log/index.js';
 import { CoercionError, guarded, inferVariant, jsonToVariant, repairOpensslConf, type OpcuaModule, type OpcuaSupport } from './opcua-support.js';
@@ -17,14 +17,15 @@ import { CoercionError, guarded, inferVariant, jsonToVariant, repairOpensslConf,
 export interface OpcuaUser {
   id: string;
   username: string;
-  mfa: { enrolled: boolean };
-  enforceMFAEnrollment: boolean;
 }
 
 /** gatewayd's identity and permissions, as the OPC UA server needs them. */
 export interface OpcuaAccess {
-  /** Checks a username and password (throttled, audited); rejects when they do not match. */
-  checkPassword(username: string, password: string): Promise<OpcuaUser>;
+  /**
+   * Checks a username with a password or a session token (throttled, audited, a password
+   * alone refused for users who need MFA); rejects when they do not match.
+   */
+  authenticate(username: string, secret: string): Promise<OpcuaUser>;
   /** The permission engine in context mqtt. */
   allows(userId: string, operation: 'read' | 'write', topic: string): boolean;
 }
@@ -88,12 +89,8 @@ export async function startOpcuaServer(deps: { support: OpcuaSupport; log: Logge
     isValidUserAsync(username: string, password: string, callback: (err: Error | null, ok?: boolean) => void) {
       repairOpensslConf(); // the password was just decrypted with the server key
       if (!access) return callback(null, false);
-      access.checkPassword(username, password).then(
+      access.authenticate(username, password).then(
         (user) => {
-          if ((user.enforceMFAEnrollment && !user.mfa.enrolled) || user.mfa.enrolled) {
-            log.info('OPC UA login refused: MFA', { server: deps.serverId, username });
-            return callback(null, false);
-          }
           userIds.set(user.username, user.id);
           log.info('OPC UA session user', { server: deps.serverId, username: user.username });
           callback(null, true);
