@@ -896,22 +896,6 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),
       nodes: sorted([...nodeSets.values()].map((n) => ({ id: n.def.id, topics: n.topics() }))),
     }),
-    waitFor(pred, timeoutMs = 10_000) {
-      if (pred()) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        const w = {
-          pred,
-          resolve: () => {
-            clearTimeout(t);
-            resolve();
-          },
-        };
-        const t = setTimeout(() => {
-          waiters.delete(w);
-          reject(new Error(`condition not reached within ${timeoutMs} ms`));
-        }, timeoutMs);
-        waiters.add(w);
-      });
-    },
+    waitFor: (pred, timeoutMs = 10_000) => waitFor(pred, timeoutMs),
   };
 }
