@@ -344,6 +344,13 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       if (this.message !== undefined) view.message = this.message;
       return view;
     }
+    /** Stops what an enabled resource runs (endpoints' polls and subscriptions, node sets' nodes). */
+    stopActivity: (() => void) | undefined;
+    halt() {
+      const stop = this.stopActivity;
+      this.stopActivity = undefined;
+      stop?.();
+    }
     /** disabling → stop what runs → disabled (nothing when already disabled). */
     disable(stop: () => void): void {
       if (this.current === 'disabled') return;
@@ -355,7 +362,6 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
 
   class EndpointRt extends EnableableRt {
     busy = false;
-    stopActivity: (() => void) | undefined;
     readonly filter: CompiledRule | undefined;
     readonly transform: CompiledRule | undefined;
     inFlight = 0;
@@ -408,11 +414,6 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
         return;
       }
       this.disable(() => this.halt());
-    }
-    halt() {
-      const stop = this.stopActivity;
-      this.stopActivity = undefined;
-      stop?.();
     }
     /** Starts what the endpoint does; resolves its stop function. */
     async activate(): Promise<() => void> {
@@ -685,7 +686,6 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   }
 
   class NodeSetRt extends EnableableRt {
-    stopActivity: (() => void) | undefined;
     readonly transforms: Array<CompiledRule | undefined>;
     constructor(
       readonly def: NodeSetDef,
@@ -728,11 +728,6 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
         return;
       }
       this.disable(() => this.halt());
-    }
-    halt() {
-      const stop = this.stopActivity;
-      this.stopActivity = undefined;
-      stop?.();
     }
     activate(handle: OpcuaServerHandle): () => void {
       const defs = this.def.nodes as unknown as NodeDef[];
