@@ -9,6 +9,7 @@ COPY config ./config
 COPY src ./src
 COPY test ./test
 COPY scripts ./scripts
+COPY ui ./ui
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: production dependencies and compiled code only, non-root.
@@ -21,6 +22,7 @@ RUN groupadd --system gatewayd && useradd --system --gid gatewayd --home-dir /va
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/ui ./dist/ui
 COPY --from=build /app/config ./config
 COPY --from=build /app/src/http/openapi.yaml ./src/http/openapi.yaml
 USER gatewayd

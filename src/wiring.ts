@@ -20,6 +20,7 @@ import { createTrustedCertificateService, loadOrCreateCertificateAuthority, type
 import { certificateRoutes } from './http/routes/certificate-routes.js';
 import { createHttpApp } from './http/create-http-app.js';
 import { createHttpServerPart } from './http/http-server.js';
+import { createWebUi } from './http/web-ui.js';
 import { sessionRoutes } from './http/routes/session-routes.js';
 import { userRoutes } from './http/routes/user-routes.js';
 import { roleRoutes } from './http/routes/role-routes.js';
@@ -99,6 +100,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     engine,
     validateResponses: options.validateResponses ?? false,
     gate: maintenance.gate,
+    webUi: createWebUi(),
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes })],
     routes: [
       sessionRoutes({ auth, users, engine }),

@@ -38,6 +38,8 @@ export interface HttpAppOptions {
   preValidation?: { method: string; path: string; handler: RequestHandler }[];
   /** Answers 423 while a restore swaps the store (set by the maintenance part). */
   gate?: RequestHandler;
+  /** The web UI's static files (src/http/web-ui.ts); before the gate: they never touch the store. */
+  webUi?: RequestHandler;
 }
 
 export function principalOf(res: Response): Principal {
@@ -92,6 +94,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     next();
   });
 
+  if (options.webUi) app.use(options.webUi);
   const spec = loadOpenApiDocument();
   app.get('/api/openapi.json', (_req, res) => void res.json(spec));
   if (options.gate) app.use(options.gate);

@@ -1,0 +1,183 @@
+// The shell: navigation by area (mirroring the API), the signed-in user, and the page of the
+// current path inside an error boundary. Unknown paths get a "not found" page, never a blank one.
+import { signal } from '@preact/signals';
+import type { FunctionComponent } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { messageOf } from './api.js';
+import { ErrorBoundary, ErrorMessage, Loading } from './components/feedback.js';
+import { AccountPage } from './pages/account.js';
+import { DevicesPage } from './pages/devices.js';
+import { MaintenancePage } from './pages/maintenance.js';
+import { MappingPage } from './pages/mapping.js';
+import { OverviewPage } from './pages/overview.js';
+import { PermissionsPage } from './pages/permissions.js';
+import { RolePage, RolesPage } from './pages/roles.js';
+import { RulesPage } from './pages/rules.js';
+import { SignInPage } from './pages/sign-in.js';
+import { UserPage, UsersPage } from './pages/users.js';
+import { Link, location, match, navigate } from './router.js';
+import { can, session, signOut } from './session.js';
+
+type PageProps = { params: Record<string, string> };
+
+interface Route {
+  path: string;
+  title: string;
+  page?: FunctionComponent<PageProps>;
+  /** A page in a chunk of its own, loaded when opened. */
+  load?: () => Promise<FunctionComponent<PageProps>>;
+  /** In the navigation, when the session may read this API path. */
+  nav?: { label: string; needs?: string };
+}
+
+/** The topic explorer is a chunk of its own (mqtt.js): loaded when the page is opened. */
+const loadTopics = () => import('./pages/topics.js').then((m) => m.TopicsPage);
+
+export const routes: Route[] = [
+  { path: '/', title: 'Overview', page: OverviewPage, nav: { label: 'Overview' } },
+  { path: '/users', title: 'Users', page: UsersPage, nav: { label: 'Users', needs: '/api/listUsers' } },
+  { path: '/users/:id', title: 'User', page: UserPage },
+  { path: '/roles', title: 'Roles', page: RolesPage, nav: { label: 'Roles', needs: '/api/roles/page' } },
+  { path: '/roles/:id', title: 'Role', page: RolePage },
+  { path: '/permissions', title: 'Permissions', page: PermissionsPage, nav: { label: 'Permissions', needs: '/api/permissions/page' } },
+  { path: '/devices', title: 'Devices', page: DevicesPage, nav: { label: 'Devices', needs: '/api/client-registry/status' } },
+  { path: '/maintenance', title: 'Maintenance', page: MaintenancePage, nav: { label: 'Maintenance', needs: '/api/maintenance/db' } },
+  { path: '/mapping', title: 'Protocol mapping', page: MappingPage, nav: { label: 'Mapping', needs: '/api/connections' } },
+  { path: '/rules', title: 'Rule sandbox', page: RulesPage, nav: { label: 'Rules', needs: '/api/rule-engine/transform' } },
+  { path: '/topics', title: 'Topic explorer', load: loadTopics, nav: { label: 'Topics' } },
+  { path: '/account', title: 'Your account', page: AccountPage },
+];
+
+/** Errors nothing else caught (a failed chunk load, a bug in an event handler). */
+export const uncaught = signal<string | null>(null);
+
+function findRoute(path: string): { route: Route; params: Record<string, string> } | null {
+  for (const route of routes) {
+    const params = match(route.path, path);
+    if (params) return { route, params };
+  }
+  return null;
+}
+
+/** Renders a lazily loaded page once its chunk has arrived. */
+function Lazy(props: { load: () => Promise<FunctionComponent<PageProps>>; params: PageProps['params'] }) {
+  const [Page, setPage] = useState<FunctionComponent<PageProps> | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    props.load().then((p) => setPage(() => p), setError);
+  }, [props.load]);
+  if (error) return <ErrorMessage error={error} title="This page could not be loaded" />;
+  if (!Page) return <Loading what="the page" />;
+  return <Page params={props.params} />;
+}
+
+function NotFound() {
+  return (
+    <section class="page">
+      <h1>Page not found</h1>
+      <p>
+        There is no page at <code>{location.value.path}</code>. <Link href="/">Go to the overview</Link>.
+      </p>
+    </section>
+  );
+}
+
+function Nav() {
+  const path = location.value.path;
+  const [open, setOpen] = useState(false);
+  useEffect(() => setOpen(false), [path]);
+  const items = routes.filter((r) => r.nav && (!r.nav.needs || can('read', r.nav.needs) || can('write', r.nav.needs)));
+  return (
+    <header class="top">
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <Link href="/" class="brand">
+        gatewayd
+      </Link>
+      <button type="button" class="btn menu" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen(!open)}>
+        Menu
+      </button>
+      <nav id="main-nav" aria-label="Main" class={open ? 'open' : ''}>
+        <ul>
+          {items.map((r) => {
+            const active = r.path === '/' ? path === '/' : path === r.path || path.startsWith(`${r.path}/`);
+            return (
+              <li key={r.path}>
+                <Link href={r.path} aria-current={active ? 'page' : undefined}>
+                  {r.nav!.label}
+                </Link>
+              </li>
+            );
+          })}
+        </ul>
+      </nav>
+      <div class="who">
+        <Link href="/account" aria-current={path === '/account' ? 'page' : undefined}>
+          <span class="sr-only">Your account: </span>
+          {session.value?.username}
+        </Link>
+        <button type="button" class="btn plain" onClick={() => void signOut()}>
+          Sign out
+        </button>
+      </div>
+    </header>
+  );
+}
+
+export function App() {
+  const loc = location.value;
+  const signed = session.value !== null;
+  const main = useRef<HTMLElement>(null);
+
+  // Guards: pages need a session; the sign-in page is for the signed-out.
+  useEffect(() => {
+    if (!signed && loc.path !== '/signin') navigate(`/signin?next=${encodeURIComponent(loc.path + (window.location.search || ''))}`, { replace: true });
+  }, [signed, loc.path]);
+
+  const found = findRoute(loc.path);
+  useEffect(() => {
+    document.title = loc.path === '/signin' ? 'Sign in · gatewayd' : `${found?.route.title ?? 'Not found'} · gatewayd`;
+  }, [loc.path]);
+  // A new page: move focus to it, so keyboard and screen-reader users start there.
+  const first = useRef(true);
+  useEffect(() => {
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    main.current?.focus();
+  }, [loc.path]);
+
+  if (loc.path === '/signin' || !signed) {
+    return (
+      <ErrorBoundary resetKey="signin">
+        <SignInPage />
+      </ErrorBoundary>
+    );
+  }
+  const Page = found?.route.page;
+  const load = found?.route.load;
+  return (
+    <>
+      <Nav />
+      {uncaught.value && (
+        <div class="alert error banner" role="alert">
+          <strong>Error:</strong> <span class="message">{uncaught.value}</span>{' '}
+          <button type="button" class="btn plain" onClick={() => (uncaught.value = null)}>
+            Dismiss
+          </button>
+        </div>
+      )}
+      <main id="main" ref={main} tabIndex={-1}>
+        <ErrorBoundary resetKey={loc.path}>
+          {found && Page ? <Page params={found.params} /> : found && load ? <Lazy load={load} params={found.params} /> : <NotFound />}
+        </ErrorBoundary>
+      </main>
+    </>
+  );
+}
+
+export function reportUncaught(err: unknown): void {
+  uncaught.value = messageOf(err);
+}

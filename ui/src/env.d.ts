@@ -1,0 +1,2 @@
+// Side-effect imports esbuild bundles (the stylesheet).
+declare module '*.css';

@@ -1,0 +1,3 @@
+export function DevicesPage() {
+  return <section class="page"><h1>DevicesPage</h1></section>;
+}

@@ -1,0 +1,3 @@
+export function MaintenancePage() {
+  return <section class="page"><h1>MaintenancePage</h1></section>;
+}

@@ -1,0 +1,3 @@
+export function RulesPage() {
+  return <section class="page"><h1>RulesPage</h1></section>;
+}
