@@ -36,6 +36,7 @@ import {
   parseName,
   pemToDer,
   primitive,
+  type NameAttribute,
   type ParsedCertificate,
 } from './pem.js';
 
@@ -477,6 +478,7 @@ const ACCEPTED_CURVES = new Set(['prime256v1', 'secp384r1', 'secp521r1']);
 interface VerifiedCsr {
   commonName: string;
   spkiDer: Buffer;
+  subject: NameAttribute[];
 }
 
 function parseAndVerifyCsr(der: Buffer): VerifiedCsr {
@@ -523,16 +525,41 @@ function parseAndVerifyCsr(der: Buffer): VerifiedCsr {
   }
   if (!valid) throw new BadRequestError('invalid CSR: signature verification failed');
 
-  let commonNames: string[];
+  let subject: NameAttribute[];
   try {
-    commonNames = parseName(cri[1]).filter((a) => a.oid === OID_COMMON_NAME).map((a) => a.value);
+    subject = parseName(cri[1]);
   } catch {
     throw new BadRequestError('invalid CSR: malformed subject');
   }
+  const commonNames = subject.filter((a) => a.oid === OID_COMMON_NAME).map((a) => a.value);
   if (commonNames.length !== 1 || !commonNames[0]) {
     throw new BadRequestError('invalid CSR: subject must contain exactly one non-empty common name (CN)');
   }
-  return { commonName: commonNames[0], spkiDer };
+  return { commonName: commonNames[0], spkiDer, subject };
+}
+
+/** Short names of the usual subject attributes (RFC 4514); others are shown by OID. */
+const SUBJECT_ATTRIBUTE_NAMES: Record<string, string> = {
+  '2.5.4.3': 'CN',
+  '2.5.4.6': 'C',
+  '2.5.4.7': 'L',
+  '2.5.4.8': 'ST',
+  '2.5.4.10': 'O',
+  '2.5.4.11': 'OU',
+  '2.5.4.5': 'serialNumber',
+  '0.9.2342.19200300.100.1.25': 'DC',
+  '1.2.840.113549.1.9.1': 'emailAddress',
+};
+
+/**
+ * The subject a CSR asks for, as text ("CN=press-7, O=Acme, OU=Line 3"), for the operator who
+ * decides on a registration. Only the CN goes into the issued certificate.
+ */
+export function csrSubject(csrPem: string): string {
+  const der = pemToDer(csrPem, ['CERTIFICATE REQUEST', 'NEW CERTIFICATE REQUEST'], 'invalid CSR');
+  return parseAndVerifyCsr(der)
+    .subject.map((a) => `${SUBJECT_ATTRIBUTE_NAMES[a.oid] ?? a.oid}=${a.value}`)
+    .join(', ');
 }
 
 function checkKeyPolicy(key: KeyObject): void {

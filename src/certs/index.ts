@@ -14,6 +14,7 @@ export {
   CA_KEY_FILE,
   SERVER_CERT_FILE,
   SERVER_KEY_FILE,
+  csrSubject,
   decodeBase64Pem,
   encodeBase64Pem,
   loadOrCreateCertificateAuthority,

@@ -69,6 +69,11 @@ export function createTrustedCertificateService(deps: {
       return c.pem;
     },
 
+    /** The gateway CA certificate (PEM), for devices that connect over MQTTS. */
+    caPem(): string {
+      return deps.caCertPem();
+    },
+
     /** PEMs the TLS listener trusts for client certificates. */
     pems(): string[] {
       return [deps.caCertPem(), ...stored().map(([, c]) => c.pem)];

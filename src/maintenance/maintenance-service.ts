@@ -4,10 +4,10 @@
 // restore upload to the end of its swap), backup, restore and download answer 423. The rest of
 // the API stays available, except during the store swap itself, when the gate answers 423 to
 // every request (after letting in-flight requests finish) instead of letting them hit a
-// closed store.
+// closed store; GET /api/maintenance/db alone waits for the swap to end and answers its outcome.
 import { mkdirSync, promises as fsp, type ReadStream } from 'node:fs';
 import { join } from 'node:path';
-import type { RequestHandler } from 'express';
+import type { NextFunction, RequestHandler, Response } from 'express';
 import type { AccessEvents } from '../auth/access-events.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { Part } from '../daemon.js';
@@ -41,6 +41,14 @@ import { gatewaydVersion } from './version.js';
 export const STATUS_KEY: IndexKey = ['maintenance', 'status'];
 /** How long the swap waits for in-flight requests before closing the store anyway. */
 const DRAIN_TIMEOUT_MS = 10_000;
+const STATUS_PATH = '/api/maintenance/db';
+/** How long GET /api/maintenance/db waits for a swap to end (the drain is bounded by DRAIN_TIMEOUT_MS). */
+const STATUS_WAIT_MS = DRAIN_TIMEOUT_MS + 20_000;
+
+function lockedDuringSwap(res: Response, next: NextFunction): void {
+  res.setHeader('Retry-After', '2');
+  next(new LockedError('the database is being restored; try again in a moment'));
+}
 
 /** The contract's shape of one operation: {id, succeeded, statusMessage, startDate, endDate}. */
 export interface MaintenanceOperationView {
@@ -125,8 +133,10 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
   let status: StatusRecord = {};
   let active: { kind: 'backup' | 'restore'; id: string; abort: AbortController; done?: Promise<void> } | undefined;
   let stopping = false;
-  /** While true the gate answers 423 to everything: the store is being swapped. */
+  /** While true the gate answers 423 to everything but the status: the store is being swapped. */
   let swapping = false;
+  /** Resolved when the current swap ends (rolled back or not). */
+  let swapEnded: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Set when even the rollback could not reopen a store: nothing can be served. */
   let storeBroken: string | undefined;
   let inflight = 0;
@@ -285,6 +295,8 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
     let swapped = false;
     let swapError: unknown;
     swapping = true;
+    let resolveSwap!: () => void;
+    swapEnded = { promise: new Promise<void>((resolve) => (resolveSwap = resolve)), resolve: () => resolveSwap() };
     try {
       await drain();
       // Users whose sessions must end after the swap: everyone the replaced store knew.
@@ -322,6 +334,8 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
       log.audit('database restore completed', { restoreId: op.id, backupId: manifest.id, backupCreatedAt: manifest.createdAt, ...actorFields(actor) });
     } finally {
       swapping = false;
+      swapEnded?.resolve();
+      swapEnded = undefined;
     }
   }
 
@@ -533,8 +547,15 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
   const gate: RequestHandler = (req, res, next) => {
     if (storeBroken) return next(new ServiceUnavailableError(storeBroken));
     if (swapping) {
-      res.setHeader('Retry-After', '2');
-      return next(new LockedError('the database is being restored; try again in a moment'));
+      // The status stays readable: it waits for the (short) swap to end, then answers with the
+      // outcome, so a page polling it shows the progress instead of an error.
+      const ended = swapEnded?.promise;
+      if (ended && req.method === 'GET' && req.path === STATUS_PATH) {
+        const timer = new Promise<void>((resolve) => setTimeout(resolve, STATUS_WAIT_MS).unref());
+        void Promise.race([ended, timer]).then(() => (swapping ? lockedDuringSwap(res, next) : gate(req, res, next)));
+        return;
+      }
+      return lockedDuringSwap(res, next);
     }
     // Downloads read a file, not the store: a slow one must not hold up a swap.
     if (req.method === 'GET' && req.path === '/api/maintenance/db/backup') return next();

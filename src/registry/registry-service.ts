@@ -5,7 +5,7 @@
 
 import { X509Certificate, createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { CertificateAuthority } from '../certs/index.js';
-import { decodeBase64Pem, encodeBase64Pem } from '../certs/index.js';
+import { csrSubject, decodeBase64Pem, encodeBase64Pem } from '../certs/index.js';
 import type { GatewayConfig } from '../config/index.js';
 import { BadRequestError, ConflictError, LockedError, NotFoundError, ServiceUnavailableError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
@@ -53,6 +53,8 @@ export interface PendingRegistrationView {
   context: string;
   permissions: PermissionInput[];
   granted: boolean;
+  /** Requests with a CSR: its subject (an addition to the contract's fields). */
+  csrSubject?: string;
 }
 
 interface Entry {
@@ -65,6 +67,8 @@ interface Entry {
   /** SHA-256 of the CSR's DER: a repeated request must carry the same CSR. */
   csrDigest?: Buffer;
   csrPem?: string;
+  /** The CSR's subject as text, shown to the operator (GET /api/client-registry). */
+  csrSubject?: string;
   roleNames: string[];
   permissions: PermissionInput[];
   context: string;
@@ -268,7 +272,7 @@ export function createRegistryService(deps: RegistryServiceDeps) {
       credentialType: creds.csrDigest ? 'certificate' : 'password',
       ...(creds.passwordMac ? { passwordMac: creds.passwordMac } : {}),
       ...(passwordHash !== undefined ? { passwordHash } : {}),
-      ...(creds.csrDigest ? { csrDigest: creds.csrDigest, csrPem: creds.csrPem! } : {}),
+      ...(creds.csrDigest ? { csrDigest: creds.csrDigest, csrPem: creds.csrPem!, csrSubject: csrSubject(creds.csrPem!) } : {}),
       roleNames,
       permissions: permissions.map((p) => ({ resource: p.resource, operation: p.operation, context: p.context })),
       context: input.context,
@@ -428,6 +432,7 @@ export function createRegistryService(deps: RegistryServiceDeps) {
           context: e.context,
           permissions: e.permissions.map((p) => ({ ...p })),
           granted: e.granted,
+          ...(e.csrSubject !== undefined ? { csrSubject: e.csrSubject } : {}),
         }));
     },
 

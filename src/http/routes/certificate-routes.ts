@@ -13,6 +13,12 @@ export function certificateRoutes(deps: { trusted: TrustedCertificateService }):
       await trusted.remove(queryString(req.query.id)!.toLowerCase());
       res.status(200).end();
     });
+    // A file to save, not a JSON string: devices need it to trust the MQTTS server.
+    r.get('/api/certificates/ca', (_req, res) => {
+      res.setHeader('Content-Type', 'application/x-pem-file');
+      res.setHeader('Content-Disposition', 'attachment; filename="gatewayd-ca.pem"');
+      res.send(trusted.caPem());
+    });
     r.get('/api/certificates/content', (req, res) => {
       res.json(trusted.content(queryString(req.query.id)!.toLowerCase()));
     });
