@@ -159,3 +159,21 @@ export function Button(props: ButtonHTMLAttributes<HTMLButtonElement> & { busy?:
     </button>
   );
 }
+
+export function FileField(props: { label: ComponentChildren; accept?: string; hint?: ComponentChildren; onFile: (file: File | null) => void; disabled?: boolean }) {
+  const id = useId();
+  return (
+    <div class="field">
+      <label for={id}>{props.label}</label>
+      <input
+        id={id}
+        type="file"
+        accept={props.accept}
+        disabled={props.disabled}
+        aria-describedby={props.hint !== undefined ? `${id}-hint` : undefined}
+        onChange={(e) => props.onFile(e.currentTarget.files?.[0] ?? null)}
+      />
+      <Described id={id} hint={props.hint} />
+    </div>
+  );
+}
