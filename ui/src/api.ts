@@ -52,17 +52,22 @@ export function queryString(query: Query | undefined): string {
   return text ? `?${text}` : '';
 }
 
-/** The API's error body, or a sentence for what is not one (a proxy's page, a network failure). */
-async function errorOf(res: Response): Promise<ApiError> {
-  const text = await res.text().catch(() => '');
+/** The API's error body, or a sentence for what is not one (a proxy's page, an empty answer). */
+function errorFromBody(status: number, statusText: string, text: string): ApiError {
   try {
     const body = JSON.parse(text) as { message?: unknown; errors?: { path: string; message: string }[] };
-    if (typeof body.message === 'string' && body.message) return new ApiError(res.status, body.message, body.errors);
+    if (typeof body.message === 'string' && body.message) return new ApiError(status, body.message, body.errors);
   } catch {
     // not JSON: fall through
   }
-  return new ApiError(res.status, `the gateway answered ${res.status} ${res.statusText}`.trim());
+  return new ApiError(status, `the gateway answered ${status} ${statusText}`.trim());
 }
+
+async function errorOf(res: Response): Promise<ApiError> {
+  return errorFromBody(res.status, res.statusText, await res.text().catch(() => ''));
+}
+
+const networkError = () => new ApiError(0, 'the gateway cannot be reached (network error); check the connection and try again');
 
 export async function api<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -80,7 +85,7 @@ export async function api<T = unknown>(method: string, path: string, options: Re
     res = await fetch(path + queryString(options.query), { method, headers, body, signal: options.signal, cache: 'no-store' });
   } catch (err) {
     if ((err as Error).name === 'AbortError') throw err;
-    throw new ApiError(0, 'the gateway cannot be reached (network error); check the connection and try again');
+    throw networkError();
   }
   if (!res.ok) {
     const error = await errorOf(res);
@@ -107,7 +112,7 @@ export async function download(path: string, fallbackName: string): Promise<stri
   try {
     res = await fetch(path, { headers: token ? { authorization: `Bearer ${token}` } : {}, cache: 'no-store' });
   } catch {
-    throw new ApiError(0, 'the gateway cannot be reached (network error); check the connection and try again');
+    throw networkError();
   }
   if (!res.ok) {
     const error = await errorOf(res);
@@ -129,4 +134,25 @@ export function saveBlob(blob: Blob, name: string): void {
   a.click();
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 30_000);
+}
+
+/** A multipart upload with progress (fetch reports none): XMLHttpRequest, same credential and errors. */
+export function upload(path: string, form: FormData, onProgress: (fraction: number) => void): Promise<void> {
+  const token = hooks.token();
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', path);
+    if (token) xhr.setRequestHeader('authorization', `Bearer ${token}`);
+    xhr.setRequestHeader('accept', 'application/json');
+    xhr.upload.onprogress = (e) => {
+      if (e.lengthComputable) onProgress(e.loaded / e.total);
+    };
+    xhr.onerror = () => reject(networkError());
+    xhr.onload = () => {
+      if (xhr.status >= 200 && xhr.status < 300) return resolve();
+      if (xhr.status === 401 && token) hooks.unauthorized();
+      reject(errorFromBody(xhr.status, xhr.statusText, xhr.responseText));
+    };
+    xhr.send(form);
+  });
 }

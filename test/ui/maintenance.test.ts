@@ -1,0 +1,78 @@
+// Maintenance in a real browser: the policies, a backup with its progress and the download of
+// the archive, a restore of that archive (upload with progress, then the outcome read from
+// GET /api/maintenance/db, which stays readable during the swap), and a refused archive.
+import { expect } from 'chai';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { GOOD_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+
+describe('web UI: maintenance', function () {
+  this.timeout(40_000);
+  const b = useBrowser();
+  let gw: TestGateway;
+  let dir: string;
+  before(async () => {
+    gw = await startGateway();
+    dir = mkdtempSync(join(tmpdir(), 'gatewayd-ui-maintenance-'));
+  });
+  after(async () => {
+    await gw.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('backs up, downloads the archive and restores it, showing progress and the outcome', async () => {
+    const { page } = b;
+    await signIn(page, gw.baseUrl, { path: '/maintenance' });
+    await page.getByText('at least 8 characters').waitFor();
+    await page.getByText('No backup yet.').waitFor();
+    await page.getByRole('button', { name: 'Start a backup' }).click();
+    await page.getByText(/Last backup succeeded/).waitFor({ timeout: 20_000 });
+
+    const [archive] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download the newest backup' }).click()]);
+    expect(archive.suggestedFilename()).to.match(/^0\.1\.0_.+\.tar\.gz$/);
+    const path = join(dir, archive.suggestedFilename());
+    await archive.saveAs(path);
+    expect(gunzipSync(readFileSync(path)).length).to.be.above(1024);
+
+    // Something the restore must take away again.
+    await gw.userWith([], 'after-backup');
+    const admin = await gw.login();
+    expect((await gw.api('GET', '/api/listUsers?username%5Beq%5D=after-backup', { token: admin })).body.users).to.have.lengthOf(1);
+
+    await page.getByLabel('Backup archive (.tar.gz)').setInputFiles(path);
+    await page.getByRole('button', { name: 'Restore from this archive' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Restore' }).click();
+    await page.getByText(/Last restore succeeded/).waitFor({ timeout: 20_000 });
+    await page.getByText('The archive was accepted; the store is being restored.').waitFor();
+    expect(await page.getByRole('alert').count()).to.equal(0);
+    await expectAccessible(page, 'the maintenance page');
+    // The page as an operator finds it: the outcomes of the last backup and restore.
+    await page.reload();
+    await page.getByText(/Last restore succeeded/).waitFor();
+    await screenshot(page, 'maintenance');
+
+    const after = await gw.login();
+    expect((await gw.api('GET', '/api/listUsers?username%5Beq%5D=after-backup', { token: after })).body.users).to.have.lengthOf(0);
+    expect(await gw.login('after-backup', GOOD_PASSWORD).catch((e: Error) => e.message)).to.match(/login of after-backup failed: 401/);
+  });
+
+  it('shows why an archive was refused, and nothing changes', async () => {
+    const { page } = b;
+    const bogus = join(dir, 'bogus.tar.gz');
+    writeFileSync(bogus, 'this is not a gzip archive');
+    const admin = await gw.login();
+    const before = (await gw.api('GET', '/api/listUsers', { token: admin })).body.pagination.totalRows as number;
+    await signIn(page, gw.baseUrl, { path: '/maintenance' });
+    await page.getByLabel('Backup archive (.tar.gz)').setInputFiles(bogus);
+    await page.getByRole('button', { name: 'Restore from this archive' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Restore' }).click();
+    const refused = page.getByRole('alert').filter({ hasText: 'The archive was refused' });
+    await refused.waitFor();
+    expect(await refused.textContent()).to.match(/The archive was refused:\s*restore refused: /);
+    await page.getByText(/Last restore failed/).waitFor();
+    expect((await gw.api('GET', '/api/listUsers', { token: admin })).body.pagination.totalRows).to.equal(before);
+  });
+});
