@@ -1,3 +1,247 @@
+// Protocol mapping: connections, endpoints, mappings, servers and node sets with their live
+// states (polled every 2 s while the tab is visible, so changes appear without a reload),
+// connect/disconnect and enable/disable with the result shown, and the JSON Schema of each kind.
+import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import { api } from '../api.js';
+import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
+import { Button } from '../components/forms.js';
+import { StateBadge } from '../components/widgets.js';
+import { useAction, useAsync, usePoll } from '../hooks.js';
+import { Link } from '../router.js';
+import { can } from '../session.js';
+import type { MappingResource } from '../types.js';
+
+const POLL_MS = 2000;
+
+interface Kind {
+  key: 'connections' | 'endpoints' | 'mappings' | 'servers' | 'nodes';
+  title: string;
+  /** The operations PUT …/{id}/operation takes; node sets have none. */
+  operations?: [on: string, off: string];
+  columns: { title: string; cell: (r: MappingResource) => ComponentChildren }[];
+}
+
+function compact(value: unknown): string {
+  if (value === undefined || value === null) return '—';
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+function connectionTarget(r: MappingResource): string {
+  const c = (r.connection ?? {}) as Record<string, unknown>;
+  if (c.host !== undefined) return `${String(c.host)}:${String(c.port ?? '')}`;
+  return compact(c.url ?? c.baseUrl ?? c.endpointUrl ?? '');
+}
+
+const kinds: Kind[] = [
+  {
+    key: 'connections',
+    title: 'Connections',
+    operations: ['connect', 'disconnect'],
+    columns: [
+      { title: 'Protocol', cell: (r) => compact((r.connection as { protocol?: string } | undefined)?.protocol) },
+      { title: 'Peer', cell: (r) => <code data-volatile>{connectionTarget(r)}</code> },
+    ],
+  },
+  {
+    key: 'endpoints',
+    title: 'Endpoints',
+    operations: ['enable', 'disable'],
+    columns: [
+      { title: 'Connection', cell: (r) => compact(r.connectionId) },
+      { title: 'Operation', cell: (r) => compact(r.operation) },
+      { title: 'Address', cell: (r) => <code>{compact(r.address)}</code> },
+    ],
+  },
+  {
+    key: 'mappings',
+    title: 'Mappings',
+    operations: ['enable', 'disable'],
+    columns: [
+      {
+        title: 'Routes',
+        cell: (r) => {
+          const items = (r.mappings as Record<string, unknown>[] | undefined) ?? [];
+          return (
+            <ul class="plain-list">
+              {items.map((m, i) => (
+                <li key={i}>
+                  <code>{compact(m.source ?? m.sourceEndpoint)}</code> → <code>{compact(m.target ?? m.targetEndpoint)}</code>
+                </li>
+              ))}
+            </ul>
+          );
+        },
+      },
+    ],
+  },
+  {
+    key: 'servers',
+    title: 'Servers',
+    operations: ['enable', 'disable'],
+    columns: [
+      { title: 'Protocol', cell: (r) => compact(r.protocol) },
+      { title: 'Endpoint URL', cell: (r) => <code>{compact(r.endpointUrl)}</code> },
+    ],
+  },
+  {
+    key: 'nodes',
+    title: 'Node sets',
+    columns: [{ title: 'Nodes', cell: (r) => String(((r.nodes as unknown[] | undefined) ?? []).length) }],
+  },
+];
+
+function Actions(props: { kind: Kind; resource: MappingResource; onResult: (text: string | null, error: unknown) => void }) {
+  const action = useAction();
+  const [on, off] = props.kind.operations!;
+  const r = props.resource;
+  const active = r.targetState === 'connected' || r.targetState === 'enabled';
+  const operation = active ? off : on;
+  if (!can('write', `/api/${props.kind.key}/${r.id}/operation`)) return null;
+  return (
+    <Button
+      class="small"
+      variant={active ? 'plain' : 'primary'}
+      busy={action.busy}
+      aria-label={`${operation[0]!.toUpperCase()}${operation.slice(1)} ${r.id}`}
+      onClick={() =>
+        action.run(async () => {
+          try {
+            const updated = await api<MappingResource>('PUT', `/api/${props.kind.key}/${encodeURIComponent(r.id)}/operation`, { body: { operation } });
+            props.onResult(`${operation} ${updated.id}: target ${updated.targetState}, now ${updated.currentState}.`, null);
+          } catch (err) {
+            props.onResult(null, err);
+          }
+        })
+      }
+    >
+      {operation[0]!.toUpperCase() + operation.slice(1)}
+    </Button>
+  );
+}
+
+function ResourceSection(props: { kind: Kind; list: MappingResource[] | undefined; error: unknown; reload: () => Promise<void> }) {
+  const { kind, list } = props;
+  const [result, setResult] = useState<{ text: string | null; error: unknown } | null>(null);
+  const titleId = `${kind.key}-title`;
+  return (
+    <section class="panel" aria-labelledby={titleId}>
+      <h2 id={titleId}>{kind.title}</h2>
+      <ErrorMessage error={props.error} />
+      {result?.error ? <ErrorMessage error={result.error} /> : result?.text ? <Notice kind="success">{result.text}</Notice> : null}
+      {!list ? (
+        props.error ? null : <Loading />
+      ) : list.length === 0 ? (
+        <p class="hint">No {kind.title.toLowerCase()}.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Id</th>
+                {kind.columns.map((c) => (
+                  <th scope="col" key={c.title}>
+                    {c.title}
+                  </th>
+                ))}
+                <th scope="col">State</th>
+                <th scope="col">Message</th>
+                {kind.operations && (
+                  <th scope="col">
+                    <span class="sr-only">Actions</span>
+                  </th>
+                )}
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((r) => (
+                <tr key={r.id} data-resource={r.id}>
+                  <th scope="row">{r.id}</th>
+                  {kind.columns.map((c) => (
+                    <td key={c.title}>{c.cell(r)}</td>
+                  ))}
+                  <td>
+                    <StateBadge state={r.currentState} />
+                    {r.targetState !== r.currentState && <span class="hint"> → {r.targetState}</span>}
+                  </td>
+                  <td>{r.message ? <span data-volatile>{r.message}</span> : ''}</td>
+                  {kind.operations && (
+                    <td class="actions">
+                      <Actions
+                        kind={kind}
+                        resource={r}
+                        onResult={(text, error) => {
+                          setResult({ text, error });
+                          void props.reload();
+                        }}
+                      />
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+const schemaKinds = ['connections', 'endpoints', 'mappings', 'servers'] as const;
+
+function Schema(props: { kind: (typeof schemaKinds)[number] }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <details onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary>
+        {props.kind[0]!.toUpperCase() + props.kind.slice(1, -1)} definition (GET /api/{props.kind}/schema)
+      </summary>
+      {open && <SchemaBody kind={props.kind} />}
+    </details>
+  );
+}
+
+function SchemaBody(props: { kind: string }) {
+  const schema = useAsync(() => api<unknown>('GET', `/api/${props.kind}/schema`), [props.kind]);
+  if (schema.error) return <ErrorMessage error={schema.error} />;
+  if (!schema.data) return <Loading what="the schema" />;
+  return <pre aria-label={`JSON Schema of ${props.kind}`}>{JSON.stringify(schema.data, null, 2)}</pre>;
+}
+
 export function MappingPage() {
-  return <section class="page"><h1>MappingPage</h1></section>;
+  const visible = kinds.filter((k) => can('read', `/api/${k.key}`));
+  const lists = useAsync(async () => {
+    const entries = await Promise.all(
+      visible.map(async (k) => {
+        try {
+          return [k.key, { list: await api<MappingResource[]>('GET', `/api/${k.key}`), error: null }] as const;
+        } catch (error) {
+          return [k.key, { list: undefined, error }] as const;
+        }
+      }),
+    );
+    return Object.fromEntries(entries) as Record<Kind['key'], { list?: MappingResource[]; error: unknown }>;
+  }, []);
+  usePoll(lists.reload, POLL_MS);
+  return (
+    <section class="page">
+      <h1>Protocol mapping</h1>
+      <p class="hint">
+        States refresh every {POLL_MS / 1000} s. Resources come from the service files; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
+      </p>
+      <ErrorMessage error={lists.error} />
+      {visible.map((k) => (
+        <ResourceSection key={k.key} kind={k} list={lists.data?.[k.key]?.list} error={lists.data?.[k.key]?.error ?? null} reload={lists.reload} />
+      ))}
+      <section class="panel" aria-labelledby="schemas-title">
+        <h2 id="schemas-title">Schemas</h2>
+        <p class="hint">The JSON Schema each kind of resource's properties must follow in a service file.</p>
+        {schemaKinds
+          .filter((k) => can('read', `/api/${k}/schema`))
+          .map((k) => (
+            <Schema key={k} kind={k} />
+          ))}
+      </section>
+    </section>
+  );
 }
