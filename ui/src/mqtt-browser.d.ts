@@ -11,6 +11,7 @@ declare module 'mqtt/dist/mqtt.esm' {
     connectTimeout?: number;
     reconnectPeriod?: number;
     resubscribe?: boolean;
+    timerVariant?: 'auto' | 'worker' | 'native';
   }
   export interface Granted {
     topic: string;

@@ -28,6 +28,8 @@ export interface BrowserSession {
   readonly page: Page;
   /** Console errors and uncaught page errors of the current test. */
   readonly problems: string[];
+  /** Every URL the page requested (HTTP and WebSocket) in the current test. */
+  readonly requests: string[];
 }
 
 /**
@@ -39,6 +41,7 @@ export function useBrowser(options: { viewport?: { width: number; height: number
   let context: BrowserContext | undefined;
   let page: Page | undefined;
   let problems: string[] = [];
+  let requests: string[] = [];
   const session: BrowserSession = {
     get browser() {
       return browser!;
@@ -52,6 +55,9 @@ export function useBrowser(options: { viewport?: { width: number; height: number
     get problems() {
       return problems;
     },
+    get requests() {
+      return requests;
+    },
   };
   before(async function () {
     this.timeout(40_000);
@@ -62,6 +68,7 @@ export function useBrowser(options: { viewport?: { width: number; height: number
   });
   beforeEach(async () => {
     problems = [];
+    requests = [];
     context = await browser!.newContext({
       viewport: options.viewport ?? { width: 1280, height: 800 },
       deviceScaleFactor: 1,
@@ -76,6 +83,8 @@ export function useBrowser(options: { viewport?: { width: number; height: number
       if (m.type() === 'error') problems.push(`console: ${m.text()}`);
     });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    page.on('request', (r) => requests.push(r.url()));
+    page.on('websocket', (ws) => requests.push(ws.url()));
   });
   afterEach(async function () {
     await context?.close();
@@ -83,6 +92,9 @@ export function useBrowser(options: { viewport?: { width: number; height: number
     if (csp.length && this.currentTest?.state !== 'failed') throw new Error(`CSP violations: ${csp.join('\n')}`);
     const thrown = problems.filter((p) => p.startsWith('page error'));
     if (thrown.length && this.currentTest?.state !== 'failed') throw new Error(`uncaught errors in the page: ${thrown.join('\n')}`);
+    // No CDN, no font service: nothing but the gateway (and blob: downloads, data: images).
+    const elsewhere = requests.filter((u) => !/^(https?|wss?):\/\/127\.0\.0\.1:\d+\//.test(u) && !/^(blob|data):/.test(u));
+    if (elsewhere.length && this.currentTest?.state !== 'failed') throw new Error(`requests that left the gateway: ${elsewhere.join(', ')}`);
   });
   return session;
 }

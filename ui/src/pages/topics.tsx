@@ -18,6 +18,10 @@ interface Subscription {
   state: 'pending' | 'granted' | 'refused';
 }
 
+function refusedPublishResult(topic: string): { ok: false; text: string } {
+  return { ok: false, text: `The broker closed the connection instead of accepting the message: you may not publish to “${topic}”. Reconnecting…` };
+}
+
 function brokerUrl(): string {
   return `${window.location.protocol === 'https:' ? 'wss' : 'ws'}://${window.location.host}/mqtt`;
 }
@@ -40,9 +44,7 @@ function Tree(props: { node: TopicNode; root?: boolean }) {
             <span class="level">{c.name === '' ? '(empty level)' : c.name}</span>
             {c.stat && (
               <>
-                <span class="value" data-volatile>
-                  {c.stat.last}
-                </span>
+                <span class="value">{c.stat.last}</span>
                 <span class="rate" data-volatile>
                   {c.stat.count} msg · {c.stat.rate.toFixed(1)} msg/s{c.stat.retained ? ' · retained' : ''}
                 </span>
@@ -99,7 +101,10 @@ export function TopicsPage() {
         clientId: `gatewayd-ui-${Math.random().toString(36).slice(2, 10)}`,
         protocolVersion: 4,
         clean: true,
-        keepalive: 30,
+        // Native timers: mqtt.js's default runs them in a blob: worker, which the CSP forbids.
+        // Background tabs fire them at most once a minute, so the keepalive is 60 s.
+        timerVariant: 'native',
+        keepalive: 60,
         connectTimeout: 10_000,
         reconnectPeriod: 0,
       });
@@ -129,9 +134,7 @@ export function TopicsPage() {
         c.end(true);
         const refusedPublish = pendingPublish.current;
         pendingPublish.current = null;
-        if (refusedPublish !== null) {
-          setPubResult({ ok: false, text: `The broker closed the connection instead of accepting the message: you may not publish to “${refusedPublish}”. Reconnecting…` });
-        }
+        if (refusedPublish !== null) setPubResult(refusedPublishResult(refusedPublish));
         if (stopped) return;
         setStatus({ kind: 'closed', text: `The connection to the broker closed; reconnecting in ${RECONNECT_MS / 1000} s…` });
         retry = setTimeout(connect, RECONNECT_MS);
@@ -187,8 +190,10 @@ export function TopicsPage() {
     const q = qos === '1' ? 1 : 0;
     if (q === 1) pendingPublish.current = topic;
     c.publish(topic, payload, { qos: q, retain }, (err) => {
-      if (pendingPublish.current === topic) pendingPublish.current = null;
-      if (err) setPubResult({ ok: false, text: `Not published: ${err.message}` });
+      const awaited = pendingPublish.current === topic;
+      if (awaited) pendingPublish.current = null;
+      // The connection closed under an unacknowledged publish: the broker refused it.
+      if (err) setPubResult(awaited && !c.connected ? refusedPublishResult(topic) : { ok: false, text: `Not published: ${err.message}` });
       else setPubResult({ ok: true, text: q === 1 ? `Published to “${topic}”; the broker acknowledged it.` : `Sent to “${topic}” (QoS 0: no acknowledgement).` });
     });
   };
@@ -201,7 +206,13 @@ export function TopicsPage() {
       <p class="hint">
         Live messages from the gateway's broker, as <strong>{s.username}</strong> sees them: the broker applies your MQTT permissions to every subscription and publish.
       </p>
-      {status.kind === 'refused' ? <ErrorMessage error={new Error(status.text)} title="Broker" /> : <Notice kind={status.kind === 'connected' ? 'success' : 'warning'}>{status.text}</Notice>}
+      {status.kind === 'refused' ? (
+        <ErrorMessage error={new Error(status.text)} title="Broker" />
+      ) : (
+        <Notice kind={status.kind === 'connected' ? 'success' : 'warning'}>
+          <span data-volatile>{status.text}</span>
+        </Notice>
+      )}
 
       <div class="split">
         <section class="panel" aria-labelledby="sub-title">
