@@ -31,7 +31,12 @@ export function SignInPage() {
       .then((r) => setSso(r.enabled))
       .catch(() => setSso(false));
   }, []);
-  useEffect(() => heading.current?.focus(), [step.kind]);
+  // A new step moves the focus to its heading; on arrival the username field has it (autofocus).
+  const firstStep = useRef(true);
+  useEffect(() => {
+    if (firstStep.current) firstStep.current = false;
+    else heading.current?.focus();
+  }, [step.kind]);
 
   const afterLogin = async (result: LoginResult) => {
     if (result.needsMfa && result.secret) {

@@ -1,0 +1,133 @@
+// Accessibility and tablets: axe-core on every page (desktop and tablet width) with no serious
+// or critical violation, nothing wider than a tablet screen, the menu on narrow screens, and
+// keyboard use (skip link, visible focus, sign-in and navigation without a mouse). Unknown pages
+// and API errors are shown, never a blank page.
+import { expect } from 'chai';
+import { ADMIN_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+
+/** Every page of the UI with the heading it shows. */
+const pages: [path: string, heading: string][] = [
+  ['/', 'Overview'],
+  ['/users', 'Users'],
+  ['/users/new', 'New user'],
+  ['/roles', 'Roles'],
+  ['/roles/new', 'New role'],
+  ['/permissions', 'Permissions'],
+  ['/devices', 'Devices'],
+  ['/maintenance', 'Maintenance'],
+  ['/mapping', 'Protocol mapping'],
+  ['/rules', 'Rule sandbox'],
+  ['/topics', 'Topic explorer'],
+  ['/account', 'Your account'],
+  ['/mapping/unknown', 'Page not found'],
+];
+
+describe('web UI: accessibility, keyboard and tablets', function () {
+  this.timeout(60_000);
+  const b = useBrowser();
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway();
+  });
+  after(async () => {
+    await gw.stop();
+  });
+
+  it('passes axe on every page at desktop width', async () => {
+    const { page } = b;
+    await signIn(page, gw.baseUrl);
+    for (const [path, heading] of pages) {
+      await page.goto(gw.baseUrl + path);
+      await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+      await page.locator('.loading').first().waitFor({ state: 'detached' });
+      await expectAccessible(page, path);
+    }
+  });
+
+  it('fits a tablet in portrait, with the navigation behind a menu button, and passes axe there', async () => {
+    const { page } = b;
+    await page.setViewportSize({ width: 768, height: 1024 });
+    await signIn(page, gw.baseUrl);
+    const menu = page.getByRole('button', { name: 'Menu' });
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    expect(await menu.getAttribute('aria-expanded')).to.equal('false');
+    expect(await nav.isVisible()).to.equal(false);
+    await menu.click();
+    expect(await menu.getAttribute('aria-expanded')).to.equal('true');
+    await nav.getByRole('link', { name: 'Devices' }).click();
+    await page.getByRole('heading', { name: 'Devices', level: 1 }).waitFor();
+    expect(await nav.isVisible()).to.equal(false);
+    await screenshot(page, 'tablet-devices');
+    for (const [path, heading] of pages) {
+      await page.goto(gw.baseUrl + path);
+      await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+      await page.locator('.loading').first().waitFor({ state: 'detached' });
+      const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+      expect(overflow, `${path} is wider than the screen`).to.be.at.most(0);
+      await expectAccessible(page, `${path} on a tablet`);
+    }
+  });
+
+  it('works by keyboard: skip link, visible focus, sign-in and navigation without a mouse', async () => {
+    const { page } = b;
+    await page.goto(`${gw.baseUrl}/signin`);
+    // The username field has the focus on arrival.
+    const username = page.getByLabel('Username');
+    await username.waitFor();
+    expect(await username.evaluate((el) => el === el.ownerDocument.activeElement)).to.equal(true);
+    await page.keyboard.type('admin');
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(ADMIN_PASSWORD);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+
+    // On a freshly loaded page the first Tab reaches the skip link.
+    await page.reload();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.keyboard.press('Tab');
+    const skip = page.getByRole('link', { name: 'Skip to content' });
+    expect(await skip.evaluate((el) => el === el.ownerDocument.activeElement)).to.equal(true);
+    expect(await skip.isVisible()).to.equal(true);
+    const outline = (await skip.evaluate((el) => el.ownerDocument.defaultView!.getComputedStyle(el).outlineStyle)) as string;
+    expect(outline).not.to.equal('none');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate('document.activeElement && document.activeElement.id')).to.equal('main');
+
+    // Tab through the navigation to Roles and open it with Enter.
+    await page.getByRole('link', { name: 'gatewayd' }).focus();
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      if ((await page.evaluate('document.activeElement && document.activeElement.textContent')) === 'Roles') break;
+    }
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Roles', level: 1 }).waitFor();
+    // Focus moved to the new page's content.
+    expect(await page.evaluate('document.activeElement && document.activeElement.id')).to.equal('main');
+
+    // A dialog takes the focus and gives it back on Escape.
+    await page.goto(`${gw.baseUrl}/devices`);
+    await page.getByRole('button', { name: 'Open registration' }).click();
+    const lock = page.getByRole('button', { name: 'Lock now' });
+    await lock.focus();
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Lock the registration' });
+    await dialog.waitFor();
+    expect(await page.evaluate('document.activeElement && document.activeElement.closest("dialog") !== null')).to.equal(true);
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+    expect(await lock.evaluate((el) => el === el.ownerDocument.activeElement)).to.equal(true);
+  });
+
+  it('never shows a blank page: an unknown page and an API error are explained', async () => {
+    const { page } = b;
+    await signIn(page, gw.baseUrl, { path: '/users/a/b' });
+    await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+    await page.goto(`${gw.baseUrl}/users/no-such-user`);
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).to.match(/Error 404:\s*\S+/);
+    await page.goto(`${gw.baseUrl}/roles/no-such-role`);
+    expect(await page.getByRole('alert').textContent()).to.match(/Error 404:\s*\S+/);
+  });
+});
