@@ -136,7 +136,10 @@ export async function expectAccessible(page: Page, what: string): Promise<void> 
  */
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(screenshotDir, { recursive: true });
-  await page.evaluate('document.fonts.ready');
+  // No hover effect where the last click left the pointer, no focus ring where it typed last.
+  await page.mouse.move(0, 0);
+  await page.evaluate('document.activeElement instanceof HTMLElement && document.activeElement.blur()');
+  await page.evaluate('document.fonts.ready.then(() => true)');
   await page.screenshot({
     path: join(screenshotDir, `${name}.png`),
     fullPage: true,

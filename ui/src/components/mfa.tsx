@@ -81,8 +81,11 @@ export function MfaEnrollment(props: { username: string; token?: string; onEnrol
           <div data-volatile>
             <LazyQr text={uri} label={`QR code for two-factor authentication of ${props.username}`} />
           </div>
-          <p class="hint">
-            Or type this key into the app: <code class="wrap" data-testid="mfa-secret" data-volatile>{secret}</code>
+          <p class="hint">Or type this key into the app:</p>
+          <p>
+            <code class="wrap secret" data-testid="mfa-secret" data-volatile>
+              {secret}
+            </code>
           </p>
         </li>
         <li>

@@ -303,7 +303,7 @@ function DirectPermissions(props: { user: User; onSaved: (u: User) => void }) {
     <section class="panel" aria-labelledby="perm-title">
       <h2 id="perm-title">Direct permissions</h2>
       <p class="hint">
-        Kept in the user's private role{own ? <> (<span data-volatile>{own.name}</span>)</> : ''}; saving replaces all of them.{' '}
+        Kept in the user's {own ? <Link href={`/roles/${encodeURIComponent(own.id)}`}>private role</Link> : 'private role'}; saving replaces all of them.{' '}
         {own && own.permissions[0] && <Link href={`/permissions?ids=${encodeURIComponent(own.permissions.map((p) => p.id).join(','))}`}>Where else these resources are used</Link>}
       </p>
       <form
