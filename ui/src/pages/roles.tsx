@@ -1,6 +1,6 @@
 // Roles: a paged list (GET /api/roles/page), creation, and one role's page: its settings, its
 // permissions one by one (the role permission calls), the users that hold it, deletion.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ConfirmButton } from '../components/dialog.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
@@ -204,6 +204,8 @@ function RoleSettings(props: { role: Role; onSaved: (r: Role) => void }) {
 function PermissionRow(props: { roleId: string; permission: Permission; reload: () => Promise<void>; index: number }) {
   const p = props.permission;
   const [value, setValue] = useState<PermissionInput>({ resource: p.resource, operation: p.operation, context: p.context });
+  // The saved permission changed (this page's save, or another administrator's): edit that.
+  useEffect(() => setValue({ resource: p.resource, operation: p.operation, context: p.context }), [p.resource, p.operation, p.context]);
   const action = useAction();
   const changed = value.resource !== p.resource || value.operation !== p.operation;
   const base = `/api/roles/${encodeURIComponent(props.roleId)}/permissions/${encodeURIComponent(p.id)}`;
@@ -221,6 +223,7 @@ function PermissionRow(props: { roleId: string; permission: Permission; reload: 
             action.run(async () => {
               await api('PUT', base, { body: { resource: value.resource, operation: value.operation } });
               await props.reload();
+              return `Permission ${props.index + 1} saved.`;
             })
           }
         >
@@ -248,6 +251,7 @@ function PermissionRow(props: { roleId: string; permission: Permission; reload: 
       </div>
       <div class="grow">
         <ErrorMessage error={action.error} />
+        {action.done && <Notice kind="success">{action.done}</Notice>}
       </div>
     </li>
   );
@@ -265,7 +269,7 @@ function RolePermissions(props: { role: Role; reload: () => Promise<void> }) {
       ) : (
         <ul class="plain-list">
           {r.permissions.map((p, i) => (
-            <PermissionRow key={`${p.id}-${p.resource}-${p.operation}`} roleId={r.id} permission={p} reload={props.reload} index={i} />
+            <PermissionRow key={p.id} roleId={r.id} permission={p} reload={props.reload} index={i} />
           ))}
         </ul>
       )}
