@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { Client } from 'ldapts';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
 import { connackCode, endAllClients } from './support/mqtt-test-kit.js';
-import { GROUPS, PEOPLE, READER_DN, READER_PASSWORD, groupDn, startSlapd, userDn, type Slapd } from './support/slapd.js';
+import { READER_PASSWORD, groupDn, ldapOverrides, startSlapd, userDn, type Slapd } from './support/slapd.js';
 import { fillFilter, normalizeDn, sameDn } from '../src/ldap/index.js';
 
 type Grant = { resource: string; operation: 'read' | 'write' | 'readWrite'; context: 'mqtt' | 'http' };
@@ -16,25 +16,6 @@ const CAROL_PW = 'Carol-dir-pw1';
 const DAVE_DIR_PW = 'Dave-dir-pw1';
 const ERIN_PW = 'Erin-dir-pw1';
 const LOCAL_FAILURE = 'invalid username or password';
-
-function ldapOverrides(slapd: Slapd, extra: Record<string, unknown> = {}) {
-  return {
-    ldap: {
-      enabled: true,
-      mode: 'GROUP',
-      url: slapd.url,
-      bindDn: READER_DN,
-      bindPassword: READER_PASSWORD,
-      userSearchBase: PEOPLE,
-      userSearchFilter: '(&(objectClass=inetOrgPerson)(uid={{username}}))',
-      groupSearchBase: GROUPS,
-      groupSearchFilter: '(&(objectClass=groupOfNames)(member={{dn}}))',
-      roleAttribute: 'description',
-      timeoutMs: 2000,
-      ...extra,
-    },
-  };
-}
 
 const basic = (username: string, password: string) => ({ authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` });
 

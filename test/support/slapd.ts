@@ -41,6 +41,26 @@ export interface Slapd {
   destroy(): Promise<void>;
 }
 
+/** The gateway's `ldap` configuration for this directory: GROUP mode, the read-only service account. */
+export function ldapOverrides(slapd: Slapd, extra: Record<string, unknown> = {}) {
+  return {
+    ldap: {
+      enabled: true,
+      mode: 'GROUP',
+      url: slapd.url,
+      bindDn: READER_DN,
+      bindPassword: READER_PASSWORD,
+      userSearchBase: PEOPLE,
+      userSearchFilter: '(&(objectClass=inetOrgPerson)(uid={{username}}))',
+      groupSearchBase: GROUPS,
+      groupSearchFilter: '(&(objectClass=groupOfNames)(member={{dn}}))',
+      roleAttribute: 'description',
+      timeoutMs: 2000,
+      ...extra,
+    },
+  };
+}
+
 export const userDn = (uid: string) => `uid=${uid},${PEOPLE}`;
 export const groupDn = (cn: string) => `cn=${cn},${GROUPS}`;
 

@@ -3,8 +3,8 @@
 // keyboard use (skip link, visible focus, sign-in and navigation without a mouse). Unknown pages
 // and API errors are shown, never a blank page.
 import { expect } from 'chai';
-import { ADMIN_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
-import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+import { ADMIN_PASSWORD, type TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
 /** Every page of the UI with the heading it shows. */
 const pages: [path: string, heading: string][] = [
@@ -26,13 +26,8 @@ const pages: [path: string, heading: string][] = [
 describe('web UI: accessibility, keyboard and tablets', function () {
   this.timeout(60_000);
   const b = useBrowser();
-  let gw: TestGateway;
-  before(async () => {
-    gw = await startGateway();
-  });
-  after(async () => {
-    await gw.stop();
-  });
+  let gw!: TestGateway;
+  useGateway((g) => (gw = g));
 
   it('passes axe on every page at desktop width', async () => {
     const { page } = b;

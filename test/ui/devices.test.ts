@@ -8,26 +8,23 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { GOOD_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
-import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+import { GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
 const run = promisify(execFile);
 
 describe('web UI: devices', function () {
   this.timeout(30_000);
   const b = useBrowser();
-  let gw: TestGateway;
+  let gw!: TestGateway;
   let admin: string;
   let dir: string;
+  useGateway((g) => (gw = g));
   before(async () => {
-    gw = await startGateway();
     admin = await gw.login();
     dir = mkdtempSync(join(tmpdir(), 'gatewayd-ui-devices-'));
   });
-  after(async () => {
-    await gw.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
 
   const register = (body: Record<string, unknown>) => gw.api('POST', '/api/client-registry/register', { body });
 

@@ -6,22 +6,19 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { GOOD_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
-import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+import { GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
 describe('web UI: maintenance', function () {
   this.timeout(40_000);
   const b = useBrowser();
-  let gw: TestGateway;
+  let gw!: TestGateway;
   let dir: string;
-  before(async () => {
-    gw = await startGateway();
+  useGateway((g) => (gw = g));
+  before(() => {
     dir = mkdtempSync(join(tmpdir(), 'gatewayd-ui-maintenance-'));
   });
-  after(async () => {
-    await gw.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('backs up, downloads the archive and restores it, showing progress and the outcome', async () => {
     const { page } = b;

@@ -6,8 +6,8 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
-import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
-import { expectAccessible, screenshot, signIn, storageOf, useBrowser } from './support/browser.js';
+import { ADMIN_PASSWORD, GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, storageOf, useBrowser, useGateway } from './support/browser.js';
 
 const run = promisify(execFile);
 
@@ -21,13 +21,8 @@ async function totp(secret: string, stepsAhead = 0): Promise<string> {
 describe('web UI: sign-in and session', function () {
   this.timeout(30_000);
   const b = useBrowser();
-  let gw: TestGateway;
-  before(async () => {
-    gw = await startGateway();
-  });
-  after(async () => {
-    await gw.stop();
-  });
+  let gw!: TestGateway;
+  useGateway((g) => (gw = g));
 
   async function adminId(): Promise<string> {
     const res = await gw.api('GET', '/api/listUsers?username%5Beq%5D=admin', { token: await gw.login() });

@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { startGateway, type TestGateway } from '../support/harness.js';
 import { startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.js';
-import { GROUPS, PEOPLE, READER_DN, READER_PASSWORD, groupDn, startSlapd, userDn, type Slapd } from '../support/slapd.js';
+import { groupDn, ldapOverrides, startSlapd, userDn, type Slapd } from '../support/slapd.js';
 import { expectAccessible, screenshot, storageOf, useBrowser } from './support/browser.js';
 
 describe('web UI: LDAP and single sign-on', function () {
@@ -19,22 +19,7 @@ describe('web UI: LDAP and single sign-on', function () {
       slapd = await startSlapd();
       await slapd.addUser('lena', 'Lena-dir-pw1');
       await slapd.addGroup('operators', [userDn('lena')]);
-      gw = await startGateway({
-        overrides: {
-          ldap: {
-            enabled: true,
-            mode: 'GROUP',
-            url: slapd.url,
-            bindDn: READER_DN,
-            bindPassword: READER_PASSWORD,
-            userSearchBase: PEOPLE,
-            userSearchFilter: '(&(objectClass=inetOrgPerson)(uid={{username}}))',
-            groupSearchBase: GROUPS,
-            groupSearchFilter: '(&(objectClass=groupOfNames)(member={{dn}}))',
-            timeoutMs: 2000,
-          },
-        },
-      });
+      gw = await startGateway({ overrides: ldapOverrides(slapd) });
       const admin = await gw.login();
       const role = await gw.api('POST', '/api/roles', {
         token: admin,

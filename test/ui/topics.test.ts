@@ -3,20 +3,15 @@
 // value and a rate, publishes a test message; and it gets exactly what the broker allows the
 // signed-in user (a refused subscription, a refused publish that closes the connection).
 import { expect } from 'chai';
-import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
+import { ADMIN_PASSWORD, GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
 import { collect, connect, endAllClients, subscribe } from '../support/mqtt-test-kit.js';
-import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
 describe('web UI: topic explorer', function () {
   this.timeout(30_000);
   const b = useBrowser();
-  let gw: TestGateway;
-  before(async () => {
-    gw = await startGateway();
-  });
-  after(async () => {
-    await gw.stop();
-  });
+  let gw!: TestGateway;
+  useGateway((g) => (gw = g));
   afterEach(() => endAllClients());
 
   const publisher = () => connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });

@@ -4,24 +4,21 @@
 // and API refusals shown with their message.
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
-import { GOOD_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
+import { GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
 import { collect, connect, endAllClients, subscribe } from '../support/mqtt-test-kit.js';
-import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
 describe('web UI: users, roles and permissions', function () {
   this.timeout(30_000);
   const b = useBrowser();
-  let gw: TestGateway;
+  let gw!: TestGateway;
   let admin: string;
+  useGateway((g) => (gw = g));
   before(async () => {
-    gw = await startGateway();
     admin = await gw.login();
     // 24 more users: two pages of 20.
     const batch = Array.from({ length: 24 }, (_, i) => ({ username: `bulk-${String(i).padStart(2, '0')}`, identityProvider: 'local' }));
     expect((await gw.api('POST', '/api/users/batch', { token: admin, body: batch })).status).to.equal(201);
-  });
-  after(async () => {
-    await gw.stop();
   });
   afterEach(() => endAllClients());
 

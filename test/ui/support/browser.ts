@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { ADMIN_PASSWORD } from '../../support/harness.js';
+import { ADMIN_PASSWORD, startGateway, type TestGateway } from '../../support/harness.js';
 
 export const chromiumPath = process.env.GATEWAYD_TEST_CHROMIUM ?? '/usr/bin/chromium-headless-shell';
 /** Without the background-networking switches Chromium keeps trying to reach Google and is slow on a closed network. */
@@ -97,6 +97,18 @@ export function useBrowser(options: { viewport?: { width: number; height: number
     if (elsewhere.length && this.currentTest?.state !== 'failed') throw new Error(`requests that left the gateway: ${elsewhere.join(', ')}`);
   });
   return session;
+}
+
+/** The real daemon for a test file (test harness: temp data dir, port 0): started before its tests, stopped after. */
+export function useGateway(onStart: (gw: TestGateway) => void): void {
+  let gw: TestGateway | undefined;
+  before(async () => {
+    gw = await startGateway();
+    onStart(gw);
+  });
+  after(async () => {
+    await gw?.stop();
+  });
 }
 
 /** Signs in through the sign-in page and waits for the page the UI goes to. */

@@ -8,6 +8,7 @@ import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button, Checkbox, FileField, SelectField, TextArea, TextField } from '../components/forms.js';
 import { PermissionEditor, permissionText } from '../components/permission-editor.js';
 import { RolePicker, type RoleRef } from '../components/role-picker.js';
+import { Table } from '../components/table.js';
 import { Code, formatDate, formatDuration, plural } from '../components/widgets.js';
 import { useAction, useAsync, useNow, usePoll } from '../hooks.js';
 import { can } from '../session.js';
@@ -162,73 +163,56 @@ function Requests(props: { requests: PendingRegistration[] | undefined; error: u
       ) : list.length === 0 ? (
         <p class="hint">No request. Devices register with POST /api/client-registry/register (or an MQTT connect with an unknown username) while the window is open.</p>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <caption>{plural(list.filter((r) => !r.granted).length, 'pending request')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Device</th>
-                <th scope="col">Credential</th>
-                <th scope="col">Context</th>
-                <th scope="col">Requested</th>
-                <th scope="col">Last heard</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((r) => (
-                <tr key={r.username}>
-                  <th scope="row">{r.username}</th>
-                  <td>
-                    {r.credentialType === 'certificate' ? 'certificate request' : 'password'}
-                    {r.csrSubject && (
-                      <p class="hint">
-                        Subject: <code>{r.csrSubject}</code>
-                      </p>
-                    )}
-                  </td>
-                  <td>{r.context || '—'}</td>
-                  <td>
-                    {r.roles?.length ? <p>Roles: {r.roles.join(', ')}</p> : null}
-                    {r.permissions?.length ? <p>Permissions: {r.permissions.map(permissionText).join(' · ')}</p> : null}
-                    {!r.roles?.length && !r.permissions?.length && '—'}
-                  </td>
-                  <td data-volatile>{formatDate(r.timestamp)}</td>
-                  <td class="actions">
-                    {r.granted ? (
-                      <span class="badge good">confirmed, waiting for the device</span>
-                    ) : (
-                      <>
-                        <Button class="small" variant="primary" aria-label={`Confirm ${r.username}`} onClick={() => (setDone(null), setConfirming(r))}>
-                          Confirm
-                        </Button>
-                        <ConfirmButton
-                          class="small"
-                          label="Reject"
-                          aria-label={`Reject ${r.username}`}
-                          title="Reject the request"
-                          question={
-                            <p>
-                              Reject the request of <strong>{r.username}</strong>? It is dropped; the device may ask again while the window is open.
-                            </p>
-                          }
-                          confirmLabel="Reject request"
-                          onConfirm={async () => {
-                            await api('DELETE', `/api/client-registry/runners/${encodeURIComponent(r.username)}`);
-                            setDone(`The request of ${r.username} was rejected.`);
-                            await props.reload();
-                          }}
-                        />
-                      </>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table caption={plural(list.filter((r) => !r.granted).length, 'pending request')} columns={['Device', 'Credential', 'Context', 'Requested', 'Last heard', null]} rows={list.length} empty="No request.">
+          {list.map((r) => (
+            <tr key={r.username}>
+              <th scope="row">{r.username}</th>
+              <td>
+                {r.credentialType === 'certificate' ? 'certificate request' : 'password'}
+                {r.csrSubject && (
+                  <p class="hint">
+                    Subject: <code>{r.csrSubject}</code>
+                  </p>
+                )}
+              </td>
+              <td>{r.context || '—'}</td>
+              <td>
+                {r.roles?.length ? <p>Roles: {r.roles.join(', ')}</p> : null}
+                {r.permissions?.length ? <p>Permissions: {r.permissions.map(permissionText).join(' · ')}</p> : null}
+                {!r.roles?.length && !r.permissions?.length && '—'}
+              </td>
+              <td data-volatile>{formatDate(r.timestamp)}</td>
+              <td class="actions">
+                {r.granted ? (
+                  <span class="badge good">confirmed, waiting for the device</span>
+                ) : (
+                  <>
+                    <Button class="small" variant="primary" aria-label={`Confirm ${r.username}`} onClick={() => (setDone(null), setConfirming(r))}>
+                      Confirm
+                    </Button>
+                    <ConfirmButton
+                      class="small"
+                      label="Reject"
+                      aria-label={`Reject ${r.username}`}
+                      title="Reject the request"
+                      question={
+                        <p>
+                          Reject the request of <strong>{r.username}</strong>? It is dropped; the device may ask again while the window is open.
+                        </p>
+                      }
+                      confirmLabel="Reject request"
+                      onConfirm={async () => {
+                        await api('DELETE', `/api/client-registry/runners/${encodeURIComponent(r.username)}`);
+                        setDone(`The request of ${r.username} was rejected.`);
+                        await props.reload();
+                      }}
+                    />
+                  </>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <Dialog open={confirming !== null} wide title={`Confirm ${confirming?.username ?? ''}`} onClose={() => setConfirming(null)}>
         {confirming && (
@@ -307,55 +291,40 @@ function TrustedCertificates() {
       {ca.done && <Notice kind="success">{ca.done}</Notice>}
       <ErrorMessage error={certs.error} />
       {certs.data && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Issued to</th>
-                <th scope="col">Issued by</th>
-                <th scope="col">Expires</th>
-                <th scope="col">SHA-256</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {certs.data.map((c) => (
-                <tr key={c.id}>
-                  <th scope="row">
-                    {certName(c.issuedTo)}
-                    {!c.removable && <p class="hint">the gateway CA</p>}
-                  </th>
-                  <td>{certName(c.issuedBy)}</td>
-                  <td data-volatile>{formatDate(c.expiresOn)}</td>
-                  <td data-volatile>
-                    <Code>{c.id.slice(0, 16) + '…'}</Code>
-                  </td>
-                  <td class="actions">
-                    <Button class="small" aria-label={`View ${certName(c.issuedTo)}`} onClick={() => setViewing(c)}>
-                      View
-                    </Button>
-                    {c.removable && (
-                      <ConfirmButton
-                        class="small"
-                        label="Delete"
-                        aria-label={`Delete ${certName(c.issuedTo)}`}
-                        title="Delete the certificate"
-                        question={<p>Stop trusting {certName(c.issuedTo)}? MQTTS clients whose certificates chain only to it are refused from now on.</p>}
-                        confirmLabel="Delete certificate"
-                        onConfirm={async () => {
-                          await api('DELETE', '/api/certificates', { query: { id: c.id } });
-                          await certs.reload();
-                        }}
-                      />
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table columns={['Issued to', 'Issued by', 'Expires', 'SHA-256', null]} rows={certs.data.length} empty="No trusted certificate.">
+          {certs.data.map((c) => (
+            <tr key={c.id}>
+              <th scope="row">
+                {certName(c.issuedTo)}
+                {!c.removable && <p class="hint">the gateway CA</p>}
+              </th>
+              <td>{certName(c.issuedBy)}</td>
+              <td data-volatile>{formatDate(c.expiresOn)}</td>
+              <td data-volatile>
+                <Code>{c.id.slice(0, 16) + '…'}</Code>
+              </td>
+              <td class="actions">
+                <Button class="small" aria-label={`View ${certName(c.issuedTo)}`} onClick={() => setViewing(c)}>
+                  View
+                </Button>
+                {c.removable && (
+                  <ConfirmButton
+                    class="small"
+                    label="Delete"
+                    aria-label={`Delete ${certName(c.issuedTo)}`}
+                    title="Delete the certificate"
+                    question={<p>Stop trusting {certName(c.issuedTo)}? MQTTS clients whose certificates chain only to it are refused from now on.</p>}
+                    confirmLabel="Delete certificate"
+                    onConfirm={async () => {
+                      await api('DELETE', '/api/certificates', { query: { id: c.id } });
+                      await certs.reload();
+                    }}
+                  />
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <Dialog open={viewing !== null} wide title={`Certificate ${certName(viewing?.issuedTo)}`} onClose={() => setViewing(null)}>
         {viewing && <CertificateView cert={viewing} />}

@@ -6,6 +6,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button } from '../components/forms.js';
+import { Table } from '../components/table.js';
 import { StateBadge } from '../components/widgets.js';
 import { useAction, useAsync, usePoll } from '../hooks.js';
 import { Link } from '../router.js';
@@ -131,57 +132,34 @@ function ResourceSection(props: { kind: Kind; list: MappingResource[] | undefine
       {result?.error ? <ErrorMessage error={result.error} /> : result?.text ? <Notice kind="success">{result.text}</Notice> : null}
       {!list ? (
         props.error ? null : <Loading />
-      ) : list.length === 0 ? (
-        <p class="hint">No {kind.title.toLowerCase()}.</p>
       ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Id</th>
-                {kind.columns.map((c) => (
-                  <th scope="col" key={c.title}>
-                    {c.title}
-                  </th>
-                ))}
-                <th scope="col">State</th>
-                <th scope="col">Message</th>
-                {kind.operations && (
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                )}
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((r) => (
-                <tr key={r.id} data-resource={r.id}>
-                  <th scope="row">{r.id}</th>
-                  {kind.columns.map((c) => (
-                    <td key={c.title}>{c.cell(r)}</td>
-                  ))}
-                  <td>
-                    <StateBadge state={r.currentState} />
-                    {r.targetState !== r.currentState && <span class="hint"> → {r.targetState}</span>}
-                  </td>
-                  <td>{r.message ? <span data-volatile>{r.message}</span> : ''}</td>
-                  {kind.operations && (
-                    <td class="actions">
-                      <Actions
-                        kind={kind}
-                        resource={r}
-                        onResult={(text, error) => {
-                          setResult({ text, error });
-                          void props.reload();
-                        }}
-                      />
-                    </td>
-                  )}
-                </tr>
+        <Table columns={['Id', ...kind.columns.map((c) => c.title), 'State', 'Message', ...(kind.operations ? [null] : [])]} rows={list.length} empty={`No ${kind.title.toLowerCase()}.`}>
+          {list.map((r) => (
+            <tr key={r.id} data-resource={r.id}>
+              <th scope="row">{r.id}</th>
+              {kind.columns.map((c) => (
+                <td key={c.title}>{c.cell(r)}</td>
               ))}
-            </tbody>
-          </table>
-        </div>
+              <td>
+                <StateBadge state={r.currentState} />
+                {r.targetState !== r.currentState && <span class="hint"> → {r.targetState}</span>}
+              </td>
+              <td>{r.message ? <span data-volatile>{r.message}</span> : ''}</td>
+              {kind.operations && (
+                <td class="actions">
+                  <Actions
+                    kind={kind}
+                    resource={r}
+                    onResult={(text, error) => {
+                      setResult({ text, error });
+                      void props.reload();
+                    }}
+                  />
+                </td>
+              )}
+            </tr>
+          ))}
+        </Table>
       )}
     </section>
   );

@@ -7,6 +7,7 @@ import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button, Checkbox, SelectField, TextField } from '../components/forms.js';
 import { PermissionEditor, permissionText } from '../components/permission-editor.js';
 import { RolePicker, type RoleRef } from '../components/role-picker.js';
+import { ExactSearch, ListHeader, Table } from '../components/table.js';
 import { Code, formatDate, Pager, PasswordRules } from '../components/widgets.js';
 import { useAction, useAsync } from '../hooks.js';
 import { Link, location, navigate } from '../router.js';
@@ -30,7 +31,6 @@ const privateRole = (u: User) => u.roles.find((r) => !r.isShared);
 
 export function UsersPage() {
   const [page, setPage] = useState(1);
-  const [search, setSearch] = useState('');
   const [applied, setApplied] = useState('');
   const [hideAuto, setHideAuto] = useState(true);
   const notice = location.value.query.get('notice');
@@ -43,65 +43,33 @@ export function UsersPage() {
   );
   return (
     <section class="page">
-      <div class="row">
-        <h1 class="grow">Users</h1>
-        {can('write', '/api/users') && (
-          <Link class="btn primary" href="/users/new">
-            New user
-          </Link>
-        )}
-      </div>
+      <ListHeader title="Users" create={can('write', '/api/users') ? { href: '/users/new', label: 'New user' } : undefined} />
       {notice && <Notice kind="success">{notice}</Notice>}
-      <form
-        class="inline"
-        role="search"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setPage(1);
-          setApplied(search.trim());
-        }}
-      >
-        <TextField label="Find a user by exact username" type="search" value={search} onValue={setSearch} maxLength={128} />
-        <Button type="submit">Find</Button>
-        {applied && <Button onClick={() => (setSearch(''), setApplied(''), setPage(1))}>Show all</Button>}
+      <ExactSearch label="Find a user by exact username" maxLength={128} applied={applied} onApply={(v) => (setApplied(v), setPage(1))}>
         <Checkbox label="Hide auto-generated users" checked={hideAuto} onValue={(v) => (setHideAuto(v), setPage(1))} />
-      </form>
+      </ExactSearch>
       <ErrorMessage error={users.error} />
       {!users.data && !users.error && <Loading what="users" />}
       {users.data && (
         <>
-          <div class="table-wrap">
-            <table>
-              <caption>{applied ? `Users named “${applied}”` : 'Users, sorted by name'}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Username</th>
-                  <th scope="col">Identity provider</th>
-                  <th scope="col">Shared roles</th>
-                  <th scope="col">Direct permissions</th>
-                  <th scope="col">Two-factor</th>
-                </tr>
-              </thead>
-              <tbody>
-                {users.data.users.length === 0 && (
-                  <tr>
-                    <td colSpan={5}>No user{applied ? ` named “${applied}”` : ''}.</td>
-                  </tr>
-                )}
-                {users.data.users.map((u) => (
-                  <tr key={u.id}>
-                    <th scope="row">
-                      <Link href={`/users/${encodeURIComponent(u.id)}`}>{u.username}</Link>
-                    </th>
-                    <td>{u.identityProvider}</td>
-                    <td>{sharedRoles(u).map((r) => r.name).join(', ') || '—'}</td>
-                    <td>{privateRole(u)?.permissions.length ?? 0}</td>
-                    <td>{u.mfa_is_enrolled ? 'enrolled' : u.enforceMFAEnrollment ? 'required' : '—'}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            caption={applied ? `Users named “${applied}”` : 'Users, sorted by name'}
+            columns={['Username', 'Identity provider', 'Shared roles', 'Direct permissions', 'Two-factor']}
+            rows={users.data.users.length}
+            empty={`No user${applied ? ` named “${applied}”` : ''}.`}
+          >
+            {users.data.users.map((u) => (
+              <tr key={u.id}>
+                <th scope="row">
+                  <Link href={`/users/${encodeURIComponent(u.id)}`}>{u.username}</Link>
+                </th>
+                <td>{u.identityProvider}</td>
+                <td>{sharedRoles(u).map((r) => r.name).join(', ') || '—'}</td>
+                <td>{privateRole(u)?.permissions.length ?? 0}</td>
+                <td>{u.mfa_is_enrolled ? 'enrolled' : u.enforceMFAEnrollment ? 'required' : '—'}</td>
+              </tr>
+            ))}
+          </Table>
           <Pager pagination={users.data.pagination} onPage={setPage} what="users" />
         </>
       )}
@@ -335,49 +303,33 @@ function Tokens(props: { user: User }) {
     <section class="panel" aria-labelledby="tokens-title">
       <h2 id="tokens-title">Session tokens</h2>
       <ErrorMessage error={tokens.error} />
-      {tokens.data && tokens.data.length === 0 && <p class="hint">No live token.</p>}
-      {tokens.data && tokens.data.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Label</th>
-                <th scope="col">Created</th>
-                <th scope="col">Expires</th>
-                <th scope="col">Fingerprint</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {tokens.data.map((t) => (
-                <tr key={t.fingerprint}>
-                  <td>{t.label || '—'}</td>
-                  <td data-volatile>{formatDate(t.createdAt)}</td>
-                  <td data-volatile>{formatDate(t.expiresAt)}</td>
-                  <td data-volatile>
-                    <Code>{t.fingerprint.slice(0, 16) + '…'}</Code>
-                  </td>
-                  <td class="actions">
-                    <ConfirmButton
-                      class="small"
-                      label="Revoke"
-                      aria-label={`Revoke token ${t.label || t.fingerprint.slice(0, 8)}`}
-                      title="Revoke the token"
-                      question={<p>Revoke this token{t.label ? ` (${t.label})` : ''}? Whoever uses it is signed out at once{mine ? ', possibly you' : ''}.</p>}
-                      confirmLabel="Revoke token"
-                      onConfirm={async () => {
-                        await api('DELETE', base, { query: { tokenId: t.fingerprint } });
-                        await tokens.reload();
-                      }}
-                    />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {tokens.data && (
+        <Table columns={['Label', 'Created', 'Expires', 'Fingerprint', null]} rows={tokens.data.length} empty="No live token.">
+          {tokens.data.map((t) => (
+            <tr key={t.fingerprint}>
+              <td>{t.label || '—'}</td>
+              <td data-volatile>{formatDate(t.createdAt)}</td>
+              <td data-volatile>{formatDate(t.expiresAt)}</td>
+              <td data-volatile>
+                <Code>{t.fingerprint.slice(0, 16) + '…'}</Code>
+              </td>
+              <td class="actions">
+                <ConfirmButton
+                  class="small"
+                  label="Revoke"
+                  aria-label={`Revoke token ${t.label || t.fingerprint.slice(0, 8)}`}
+                  title="Revoke the token"
+                  question={<p>Revoke this token{t.label ? ` (${t.label})` : ''}? Whoever uses it is signed out at once{mine ? ', possibly you' : ''}.</p>}
+                  confirmLabel="Revoke token"
+                  onConfirm={async () => {
+                    await api('DELETE', base, { query: { tokenId: t.fingerprint } });
+                    await tokens.reload();
+                  }}
+                />
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       {tokens.data && tokens.data.length > 0 && (
         <ConfirmButton
