@@ -87,7 +87,7 @@ describe('web UI: accessibility, keyboard and tablets', function () {
     const outline = (await skip.evaluate((el) => el.ownerDocument.defaultView!.getComputedStyle(el).outlineStyle)) as string;
     expect(outline).not.to.equal('none');
     await page.keyboard.press('Enter');
-    expect(await page.evaluate('document.activeElement && document.activeElement.id')).to.equal('main');
+    await page.locator('#main:focus').waitFor();
 
     // Tab through the navigation to Roles and open it with Enter.
     await page.getByRole('link', { name: 'gatewayd' }).focus();
@@ -98,7 +98,7 @@ describe('web UI: accessibility, keyboard and tablets', function () {
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Roles', level: 1 }).waitFor();
     // Focus moved to the new page's content.
-    expect(await page.evaluate('document.activeElement && document.activeElement.id')).to.equal('main');
+    await page.locator('#main:focus').waitFor();
 
     // A dialog takes the focus and gives it back on Escape.
     await page.goto(`${gw.baseUrl}/devices`);

@@ -43,7 +43,7 @@ describe('web UI: sign-in and session', function () {
     const { page } = b;
     await page.goto(gw.baseUrl + '/');
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-    expect(page.url()).to.equal(`${gw.baseUrl}/signin?next=%2F`);
+    await page.waitForURL(`${gw.baseUrl}/signin?next=%2F`);
     await expectAccessible(page, 'the sign-in page');
     await screenshot(page, 'sign-in');
 

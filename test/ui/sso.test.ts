@@ -79,7 +79,7 @@ describe('web UI: LDAP and single sign-on', function () {
       await page.goto(`${gw.baseUrl}/users`);
       const sso = page.getByRole('link', { name: 'Sign in with single sign-on' });
       await sso.waitFor();
-      expect(page.url()).to.equal(`${gw.baseUrl}/signin?next=%2Fusers`);
+      await page.waitForURL(`${gw.baseUrl}/signin?next=%2Fusers`);
       await expectAccessible(page, 'the sign-in page with SSO');
       await screenshot(page, 'sign-in-sso');
       await sso.click();

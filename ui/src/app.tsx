@@ -2,7 +2,7 @@
 // current path inside an error boundary. Unknown paths get a "not found" page, never a blank one.
 import { signal } from '@preact/signals';
 import type { FunctionComponent } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { messageOf } from './api.js';
 import { ErrorBoundary, ErrorMessage, Loading } from './components/feedback.js';
 import { AccountPage } from './pages/account.js';
@@ -130,8 +130,9 @@ export function App() {
   const signed = session.value !== null;
   const main = useRef<HTMLElement>(null);
 
-  // Guards: pages need a session; the sign-in page is for the signed-out.
-  useEffect(() => {
+  // Guards: pages need a session; the sign-in page is for the signed-out. A layout effect: the
+  // address is right before anything is painted.
+  useLayoutEffect(() => {
     if (!signed && loc.path !== '/signin') navigate(`/signin?next=${encodeURIComponent(loc.path + (window.location.search || ''))}`, { replace: true });
   }, [signed, loc.path]);
 
@@ -141,7 +142,7 @@ export function App() {
   }, [loc.path]);
   // A new page: move focus to it, so keyboard and screen-reader users start there.
   const first = useRef(true);
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (first.current) {
       first.current = false;
       return;
