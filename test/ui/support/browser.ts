@@ -148,6 +148,8 @@ export async function expectAccessible(page: Page, what: string): Promise<void> 
  */
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(screenshotDir, { recursive: true });
+  // Nothing half loaded.
+  await page.locator('.loading').first().waitFor({ state: 'detached' });
   // No hover effect where the last click left the pointer, no focus ring where it typed last.
   await page.mouse.move(0, 0);
   await page.evaluate('document.activeElement instanceof HTMLElement && document.activeElement.blur()');
