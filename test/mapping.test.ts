@@ -406,9 +406,9 @@ describe('protocol mapping in the gateway', function () {
       'services/plant/temperature/req',
       'services/plant/temperature/res',
     ]);
-    expect((await gw.api('GET', '/api/endpoints/plant.lamp/topics', { token: admin })).body).to.deep.equal(['plant/lamp/set']);
+    expect((await gw.api('GET', '/api/endpoints/plant.lamp/topics', { token: admin })).body).to.deep.equal(['plant/lamp/set', 'plant/lamp/set/result']);
     expect((await gw.api('GET', '/api/mappings/plant.routes/endpoint-topics', { token: admin })).body).to.deep.equal({
-      'plant.setpoint': ['services/plant/setpoint/set'],
+      'plant.setpoint': ['services/plant/setpoint/set', 'services/plant/setpoint/set/result'],
       'plant.temperature': ['services/plant/temperature', 'services/plant/temperature/req', 'services/plant/temperature/res'],
     });
     const topics = (await gw.api('GET', '/api/topics', { token: admin })).body;

@@ -4,7 +4,7 @@
 // a build without OPC UA support) it stays disconnected with a message.
 import type { ConnectionDriver } from './drivers/types.js';
 import type { ConnectionState, ConnectionView } from './resource-views.js';
-import { BACKOFF_MAX_MS, backoffDelay, errorText, type RuntimeContext } from './runtime-context.js';
+import { BACKOFF_MAX_MS, backoffDelay, errorText, RETIRE_TIMEOUT_MS, type RuntimeContext } from './runtime-context.js';
 import type { ConnectionDef } from './service-files.js';
 
 /** What a connection tells the resources that use it (its endpoints) when its state changes. */
@@ -20,6 +20,8 @@ export class ConnectionResource {
   timer: unknown;
   busy = false;
   readonly endpoints: ConnectionUser[] = [];
+  /** What went through this connection since it was (re)built: see ConnectionStats. */
+  readonly counters = { reads: 0, writes: 0, failures: 0, published: 0 };
   constructor(
     private readonly ctx: RuntimeContext,
     readonly def: ConnectionDef,
@@ -119,5 +121,12 @@ export class ConnectionResource {
   async shutdown() {
     this.cancelRetry();
     if (this.driver) await this.driver.disconnect().catch(() => undefined);
+  }
+  /** Stops for good (its definition changed or left the files): disconnected and closed. */
+  async retire(): Promise<void> {
+    this.target = 'disconnected';
+    this.reconcile();
+    await this.ctx.waitFor(() => !this.busy && this.current === 'disconnected', RETIRE_TIMEOUT_MS).catch(() => undefined);
+    await this.shutdown();
   }
 }

@@ -37,6 +37,11 @@ export abstract class EnableableResource {
     this.stopActivity = undefined;
     stop?.();
   }
+  /** Stops for good (its definition changed or left the files). */
+  async retire(): Promise<void> {
+    this.target = 'disabled';
+    this.reconcile();
+  }
   /** disabling → stop what runs → disabled (nothing when already disabled). */
   disable(stop: () => void): void {
     if (this.current === 'disabled') return;

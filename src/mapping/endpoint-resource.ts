@@ -3,7 +3,7 @@
 // - read endpoints publish readings to <topic> (Modbus, Http and Opcua every pollIntervalMs,
 //   Mqtt and sampled Opcua per message) and answer <topic>/req on <topic>/res with a fresh
 //   reading (Mqtt: the last message, or null);
-// - write endpoints write what arrives on <topic>/set.
+// - write endpoints write what arrives on <topic>/set and acknowledge it on <topic>/set/result.
 // filter (falsy result: dropped) and then transform apply to every value; /res answers apply
 // the transform only.
 import type { CompiledRule, RuleContext } from './rules.js';
@@ -11,13 +11,25 @@ import type { ConnectionResource } from './connection-resource.js';
 import { DeviceError, type ConnectionDriver } from './drivers/types.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { EndpointView } from './resource-views.js';
-import { errorText, MAX_IN_FLIGHT, type RuntimeContext } from './runtime-context.js';
+import { errorText, MAX_IN_FLIGHT, RETIRE_TIMEOUT_MS, type MessageProperties, type RuntimeContext } from './runtime-context.js';
 import type { EndpointDef } from './service-files.js';
 import { decodePayload } from './topics.js';
 
-/** The data-plane topics of an endpoint: read [topic, /req, /res], write [/set]. */
+/** The data-plane topics of an endpoint: read [topic, /req, /res], write [/set, /set/result]. */
 export function endpointTopicList(def: EndpointDef): string[] {
-  return def.operation === 'read' ? [def.topic, `${def.topic}/req`, `${def.topic}/res`] : [`${def.topic}/set`];
+  return def.operation === 'read' ? [def.topic, `${def.topic}/req`, `${def.topic}/res`] : [`${def.topic}/set`, `${def.topic}/set/result`];
+}
+
+/** The acknowledgement of a write on <topic>/set/result. */
+export interface WriteResult {
+  ok: boolean;
+  /** The value written (after filter and transform), when it got that far. */
+  value?: unknown;
+  error?: string;
+  /** When the value arrived on <topic>/set (epoch ms). */
+  timestamp: number;
+  /** MQTT 5 correlation data of the request, as UTF-8 text. */
+  correlationData?: string;
 }
 
 export class EndpointResource extends EnableableResource {
@@ -70,11 +82,20 @@ export class EndpointResource extends EnableableResource {
           this.message = errorText(err);
           this.ctx.log.warn('endpoint could not start', { id: this.def.id, error: this.message });
           // Stays enabling; retried on the connection's next change.
+          this.ctx.changed();
         },
       );
       return;
     }
     this.disable(() => this.halt());
+  }
+  override async retire(): Promise<void> {
+    this.target = 'disabled';
+    // An activation in flight finishes first (then disables itself).
+    await this.ctx.waitFor(() => !this.busy, RETIRE_TIMEOUT_MS).catch(() => undefined);
+    this.reconcile();
+    const i = this.conn.endpoints.indexOf(this);
+    if (i >= 0) this.conn.endpoints.splice(i, 1);
   }
   /** Starts what the endpoint does; resolves its stop function. */
   async activate(): Promise<() => void> {
@@ -107,8 +128,10 @@ export class EndpointResource extends EnableableResource {
       dataPlane.subscribe(`${def.topic}/req`, (topic) =>
         this.guard(topic, async () => {
           const value = await driver.read(def);
+          this.conn.counters.reads++;
           const ctx = this.context(topic);
           await this.ctx.publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
+          this.conn.counters.published++;
         }),
       ),
     ];
@@ -118,24 +141,57 @@ export class EndpointResource extends EnableableResource {
     const def = this.def;
     return driver.subscribe!(def, (topic, value) =>
       this.guard(topic, async () => {
+        this.conn.counters.reads++;
         const out = await this.ctx.applyRules(value, this.context(topic), this.filter, this.transform);
-        if (out) await this.ctx.publish(def.topic, out.value);
+        if (out) await this.published(def.topic, out.value);
       }),
     );
   }
-  /** <topic>/set → a write to the device. */
+  /**
+   * <topic>/set → a write to the device, acknowledged on <topic>/set/result with
+   * {ok, value?, error?, timestamp (when the value arrived, epoch ms), correlationData?}; MQTT 5
+   * correlation data, when the broker passes it, is echoed as a property and in the body.
+   */
   acceptWrites(driver: ConnectionDriver): Array<() => void> {
     const { dataPlane } = this.ctx;
     if (!dataPlane) return [];
     const def = this.def;
+    const counters = this.conn.counters;
     return [
-      dataPlane.subscribe(`${def.topic}/set`, (topic, payload) =>
-        this.guard(topic, async () => {
-          const out = await this.ctx.applyRules(decodePayload(payload), this.context(topic), this.filter, this.transform);
-          if (out) await driver.write(def, out.value);
-        }),
-      ),
+      dataPlane.subscribe(`${def.topic}/set`, (topic: string, payload: Buffer, properties?: MessageProperties) => {
+        const timestamp = Date.now();
+        const correlationData = properties?.correlationData;
+        const acknowledge = (result: WriteResult) => {
+          if (correlationData) result.correlationData = correlationData.toString('utf8');
+          this.ctx
+            .publish(`${def.topic}/set/result`, result, { qos: 1, ...(correlationData ? { properties: { correlationData } } : {}) })
+            .then(() => void counters.published++)
+            .catch((err: unknown) => this.ctx.log.debug('write acknowledgement not published', { id: def.id, error: errorText(err) }));
+        };
+        void this.guard(
+          topic,
+          async () => {
+            let value: unknown;
+            try {
+              const out = await this.ctx.applyRules(decodePayload(payload), this.context(topic), this.filter, this.transform);
+              if (!out) return acknowledge({ ok: false, error: 'dropped by the endpoint filter', timestamp });
+              value = out.value;
+              await driver.write(def, value);
+            } catch (err) {
+              acknowledge({ ok: false, ...(value === undefined ? {} : { value }), error: errorText(err), timestamp });
+              throw err;
+            }
+            counters.writes++;
+            acknowledge({ ok: true, value, timestamp });
+          },
+          () => acknowledge({ ok: false, error: 'the endpoint is overloaded: value dropped', timestamp }),
+        );
+      }),
     ];
+  }
+  async published(topic: string, value: unknown): Promise<void> {
+    await this.ctx.publish(topic, value);
+    this.conn.counters.published++;
   }
   poll(driver: ConnectionDriver, intervalMs: number): () => void {
     const { timers } = this.ctx;
@@ -146,8 +202,9 @@ export class EndpointResource extends EnableableResource {
       if (!active) return;
       this.guard(this.def.topic, async () => {
         const value = await driver.read(this.def);
+        this.conn.counters.reads++;
         const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
-        if (out && active) await this.ctx.publish(this.def.topic, out.value);
+        if (out && active) await this.published(this.def.topic, out.value);
       }).finally(() => {
         if (active) timer = timers.setTimeout(tick, intervalMs);
       });
@@ -158,11 +215,15 @@ export class EndpointResource extends EnableableResource {
       if (timer !== undefined) timers.clearTimeout(timer);
     };
   }
-  /** Runs one unit of work with a bound on concurrency; failures are logged, never thrown. */
-  guard(topic: string, work: () => Promise<void>): Promise<void> {
+  /**
+   * Runs one unit of work with a bound on concurrency; failures are logged and counted, never
+   * thrown. Work beyond the bound is dropped (onDropped is told).
+   */
+  guard(topic: string, work: () => Promise<void>, onDropped?: () => void): Promise<void> {
     const { log } = this.ctx;
     if (this.inFlight >= MAX_IN_FLIGHT) {
       if (this.dropped++ % 1000 === 0) log.warn('endpoint overloaded, message dropped', { id: this.def.id, dropped: this.dropped });
+      onDropped?.();
       return Promise.resolve();
     }
     this.inFlight++;
@@ -171,6 +232,7 @@ export class EndpointResource extends EnableableResource {
         this.lastError = undefined;
       })
       .catch((err: unknown) => {
+        this.conn.counters.failures++;
         const text = errorText(err);
         const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
         this.lastError = text;

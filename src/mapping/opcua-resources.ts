@@ -121,6 +121,11 @@ export class ServerResource extends EnableableResource {
         this.reconcile();
       });
   }
+  override async retire(): Promise<void> {
+    this.target = 'disabled';
+    this.reconcile();
+    await this.shutdown();
+  }
   /** Resolves once the server is closed (bounded). */
   async shutdown(): Promise<void> {
     if (this.timer !== undefined) this.ctx.timers.clearTimeout(this.timer);
@@ -144,6 +149,11 @@ export class NodeSetResource extends EnableableResource {
     this.transforms = (def.nodes as unknown as NodeDef[]).map((n) => ctx.rule(n.transform));
     if (!available) this.message = OPCUA_UNAVAILABLE;
     server.nodeSets.push(this);
+  }
+  override async retire(): Promise<void> {
+    await super.retire();
+    const i = this.server.nodeSets.indexOf(this);
+    if (i >= 0) this.server.nodeSets.splice(i, 1);
   }
   view(): NodeSetView {
     return this.withMessage<NodeSetView>({ id: this.def.id, currentState: this.current, targetState: this.target, nodes: this.def.nodes, agentName: this.ctx.agentName });

@@ -17,6 +17,17 @@ export const MAX_IN_FLIGHT = 1000;
  * a loop (a → b → a, or a/# → a/x) stops instead of spinning the gateway's CPU.
  */
 export const MAX_MAPPING_HOPS = 8;
+/** Bound on stopping one resource whose definition changed or left (drivers bound their own close). */
+export const RETIRE_TIMEOUT_MS = 15_000;
+
+/**
+ * MQTT 5 properties of a data-plane message, for a broker whose data plane passes them (a third
+ * argument of the subscribe handler) and takes them on publish (`properties` in the options).
+ * A broker that does not simply leaves them out.
+ */
+export interface MessageProperties {
+  correlationData?: Buffer;
+}
 
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -44,7 +55,7 @@ export interface RuntimeContext {
   rule(src: string | undefined): CompiledRule | undefined;
   /** filter then transform; undefined: dropped by the filter. */
   applyRules(value: unknown, context: RuleContext, filter: CompiledRule | undefined, transform: CompiledRule | undefined): Promise<{ value: unknown } | undefined>;
-  publish(topic: string, value: unknown): Promise<void>;
+  publish(topic: string, value: unknown, options?: { qos?: 0 | 1; properties?: MessageProperties }): Promise<void>;
   /** Mapping generation of each payload a mapping published (absent: 0, from a client or endpoint). */
   readonly hops: WeakMap<Buffer, number>;
 }
@@ -100,9 +111,9 @@ export function createRuntimeContext(deps: { dataPlane: DataPlane | undefined; l
       }
       return { value: transform ? await transform.evaluate(value, context) : value };
     },
-    publish(topic, value) {
+    publish(topic, value, options) {
       if (!dataPlane) return Promise.resolve();
-      return dataPlane.publish(topic, encodePayload(value));
+      return options ? dataPlane.publish(topic, encodePayload(value), options) : dataPlane.publish(topic, encodePayload(value));
     },
     hops: new WeakMap<Buffer, number>(),
   };

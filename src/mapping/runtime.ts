@@ -15,13 +15,21 @@ import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.
 import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
 import { MappingResource } from './mapping-resource.js';
 import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
-import type { ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
 import { createRuntimeContext, OPCUA_UNAVAILABLE } from './runtime-context.js';
 import type { ConnectionDef, ServiceDef } from './service-files.js';
 
 export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+export type { ResourceChanges } from './definition-diff.js';
 export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
+
+/** Target states set by operations, bound to the definition they were set against (DESIGN §13). */
+export interface StoredTargets {
+  /** The target an operation set for resource `id` while its definition hash was `definitionHash`. */
+  get(id: string, definitionHash: string): string | undefined;
+}
 
 export interface MappingRuntimeDeps {
   services: ServiceDef[];
@@ -35,11 +43,47 @@ export interface MappingRuntimeDeps {
   driverFor?: (def: ConnectionDef) => ConnectionDriver;
   /** OPC UA (client and server); absent: OPC UA resources report OPCUA_UNAVAILABLE. */
   opcua?: OpcuaRuntimeSupport;
+  /** Operations' target states that outlive a restart; absent: every target comes from the files. */
+  targets?: StoredTargets;
+}
+
+/** Per connection: its state and what went through it since it was (re)built. */
+export interface ConnectionStats {
+  id: string;
+  serviceId: string;
+  protocol: string;
+  state: ConnectionState;
+  /** Readings taken from the device (polls, /req answers, messages it pushed). */
+  reads: number;
+  /** Values written to the device. */
+  writes: number;
+  /** Reads, writes and rule evaluations that failed. */
+  failures: number;
+  /** Messages published on the data plane (readings, /res answers, write acknowledgements). */
+  published: number;
+}
+
+export interface MappingStats {
+  services: number;
+  resources: number;
+  connections: ConnectionStats[];
 }
 
 export interface MappingRuntime {
   start(): void;
   stop(): Promise<void>;
+  /**
+   * Runs `services` instead of the current ones: resources whose definition (or what they run
+   * on) changed are stopped and started again, new ones started, removed ones stopped; the
+   * others keep running untouched. Resolves once every stopped resource is closed and every
+   * new one started (connecting, enabling...). Calls are queued: one apply at a time.
+   */
+  apply(services: ServiceDef[]): Promise<ResourceChanges>;
+  /** What apply(services) would change, without changing anything. */
+  plan(services: ServiceDef[]): ResourceChanges;
+  /** The hash of a running resource's definition (what a stored operation is bound to). */
+  definitionHash(id: string): string | undefined;
+  stats(): MappingStats;
   listConnections(): ConnectionView[];
   getConnection(id: string): ConnectionView;
   setConnectionOperation(id: string, operation: 'connect' | 'disconnect'): ConnectionView;
@@ -74,13 +118,27 @@ function defaultDriver(def: ConnectionDef): ConnectionDriver {
   }
 }
 
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
+
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
   const ctx = createRuntimeContext({ dataPlane: deps.dataPlane, log, timers: deps.timers ?? realTimers, agentName, limits: deps.limits });
   const driverFor = deps.driverFor ?? defaultDriver;
-  const opcua = deps.opcua;
+  // Read when resources are built: OPC UA support may come with a later service.
+  const opcuaNow = () => deps.opcua;
+
+  const connections = new Map<string, ConnectionResource>();
+  const endpoints = new Map<string, EndpointResource>();
+  const mappings = new Map<string, MappingResource>();
+  const servers = new Map<string, ServerResource>();
+  const nodeSets = new Map<string, NodeSetResource>();
+  /** The definitions running now, keyed (hash, run key). */
+  let running = new Map<string, KeyedResource>();
+  let serviceCount = 0;
+  let started = false;
 
   const newConnection = (def: ConnectionDef): ConnectionResource => {
+    const opcua = opcuaNow();
     if (def.protocol === 'Opcua' && !deps.driverFor) {
       if (!opcua) return new ConnectionResource(ctx, def, undefined, OPCUA_UNAVAILABLE);
       return new ConnectionResource(ctx, def, createOpcuaDriver(def.configuration as OpcuaConfiguration, { support: opcua.support, log, id: def.id }));
@@ -88,17 +146,62 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     return new ConnectionResource(ctx, def, driverFor(def));
   };
 
-  const connections = new Map<string, ConnectionResource>();
-  const endpoints = new Map<string, EndpointResource>();
-  const mappings = new Map<string, MappingResource>();
-  const servers = new Map<string, ServerResource>();
-  const nodeSets = new Map<string, NodeSetResource>();
-  const all = deps.services.flatMap((s) => s.resources);
-  for (const r of all) if (r.kind === 'connection') connections.set(r.id, newConnection(r));
-  for (const r of all) if (r.kind === 'endpoint') endpoints.set(r.id, new EndpointResource(ctx, r, connections.get(r.connectionId)!));
-  for (const r of all) if (r.kind === 'mapping') mappings.set(r.id, new MappingResource(ctx, r, (id) => endpoints.get(id)!.def.topic));
-  for (const r of all) if (r.kind === 'server') servers.set(r.id, new ServerResource(ctx, r, opcua));
-  for (const r of all) if (r.kind === 'nodes') nodeSets.set(r.id, new NodeSetResource(ctx, r, servers.get(r.serverId)!, opcua !== undefined));
+  /** Builds the resources of `keyed` (dependencies first) and registers them; `targetOf` gives each its target. */
+  function build(keyed: KeyedResource[], targetOf: (k: KeyedResource) => string | undefined): Resource[] {
+    const built: Resource[] = [];
+    const add = <R extends Resource>(map: Map<string, R>, r: R, k: KeyedResource) => {
+      const target = targetOf(k);
+      if (target !== undefined) r.target = target as never;
+      map.set(k.def.id, r);
+      built.push(r);
+    };
+    for (const k of keyed) if (k.def.kind === 'connection') add(connections, newConnection(k.def), k);
+    const opcua = opcuaNow();
+    for (const k of keyed) if (k.def.kind === 'server') add(servers, new ServerResource(ctx, k.def, opcua), k);
+    for (const k of keyed) if (k.def.kind === 'endpoint') add(endpoints, new EndpointResource(ctx, k.def, connections.get(k.def.connectionId)!), k);
+    for (const k of keyed) if (k.def.kind === 'nodes') add(nodeSets, new NodeSetResource(ctx, k.def, servers.get(k.def.serverId)!, opcua !== undefined), k);
+    for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
+    return built;
+  }
+  const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
+  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id);
+  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets].some((m) => m.delete(id));
+
+  running = keyResources(deps.services);
+  serviceCount = deps.services.length;
+  build([...running.values()], storedTarget);
+
+  /** Order of stopping: what uses others first (mappings, node sets, endpoints), then what they use. */
+  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource ? 0 : r instanceof EndpointResource ? 1 : 2);
+
+  async function applyNow(services: ServiceDef[]): Promise<ResourceChanges> {
+    const next = keyResources(services);
+    const changes = diffResources(running, next);
+    if (ctx.stopped()) return changes;
+    // Restarted resources keep a target set by an operation when their own definition is the same.
+    const previousTarget = new Map<string, string>();
+    const leaving = [...changes.removed, ...changes.restarted].map((id) => resourceOf(id)!).filter(Boolean);
+    for (const id of changes.restarted) if (running.get(id)!.hash === next.get(id)!.hash) previousTarget.set(id, resourceOf(id)!.target);
+    for (const id of [...changes.removed, ...changes.restarted]) unregister(id);
+    for (const order of [0, 1, 2]) await Promise.all(leaving.filter((r) => stopOrder(r) === order).map((r) => r.retire()));
+    for (const id of changes.retargeted) {
+      const r = resourceOf(id)!;
+      const k = next.get(id)!;
+      r.target = (storedTarget(k) ?? k.def.targetState) as never;
+    }
+    const built = build(
+      [...changes.added, ...changes.restarted].map((id) => next.get(id)!),
+      (k) => previousTarget.get(k.def.id) ?? storedTarget(k),
+    );
+    running = next;
+    serviceCount = services.length;
+    if (started) for (const r of [...changes.retargeted.map((id) => resourceOf(id)!), ...built]) r.reconcile();
+    ctx.changed();
+    const { added, restarted, retargeted, removed } = changes;
+    if (added.length + restarted.length + retargeted.length + removed.length) log.info('mapping applied', { added, restarted, retargeted, removed, unchanged: changes.unchanged.length });
+    return changes;
+  }
+  let applying: Promise<unknown> = Promise.resolve();
 
   const find = <T>(map: Map<string, T>, id: string, what: string): T => {
     const v = map.get(id);
@@ -109,6 +212,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
 
   return {
     start() {
+      started = true;
       for (const c of connections.values()) c.reconcile();
       for (const e of endpoints.values()) e.reconcile();
       for (const m of mappings.values()) m.reconcile();
@@ -117,13 +221,28 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     },
     async stop() {
       ctx.stop();
+      await applying.catch(() => undefined);
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
       for (const n of nodeSets.values()) n.halt();
       await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown())));
-      await opcua?.support.dispose();
+      await opcuaNow()?.support.dispose();
       ctx.releaseWaiters();
     },
+    apply(services) {
+      const run = applying.then(() => applyNow(services));
+      applying = run.catch(() => undefined);
+      return run;
+    },
+    plan: (services) => diffResources(running, keyResources(services)),
+    definitionHash: (id) => running.get(id)?.hash,
+    stats: () => ({
+      services: serviceCount,
+      resources: running.size,
+      connections: sorted(
+        [...connections.values()].map((c) => ({ id: c.def.id, serviceId: c.def.serviceId, protocol: c.def.protocol, state: c.current, ...c.counters })),
+      ),
+    }),
     listConnections: () => sorted([...connections.values()].map((c) => c.view())),
     getConnection: (id) => find(connections, id, 'Connection').view(),
     setConnectionOperation(id, operation) {
