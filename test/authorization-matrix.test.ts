@@ -136,7 +136,7 @@ describe('authorization matrix', function () {
   const show = (op: Operation, res: ApiResponse) => `${op.key} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`;
 
   it('covers every operation of the document, and the access classes are those of DESIGN §3', () => {
-    expect(OPS.length).to.equal(88);
+    expect(OPS.length).to.be.at.least(88); // the contract's 88 and the additions (openapi-document.test.ts checks the exact set)
     const keys = new Set(OPS.map((o) => o.key));
     const declaredPublic = OPS.filter((o) => Array.isArray(deref(doc.paths[o.key.split(' ')[1]!])[o.method.toLowerCase()].security)).map((o) => o.key);
     expect([...publicOperations].filter((k) => k !== 'GET /api/openapi.json').sort()).to.deep.equal(declaredPublic.sort());

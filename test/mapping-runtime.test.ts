@@ -193,15 +193,17 @@ resources:
   });
 
   it('treats a missing directory as no services and skips bad files only', () => {
-    expect(loadServiceDir(join(tempDir(), 'none'))).to.deep.equal({ services: [], problems: [], missing: true });
+    expect(loadServiceDir(join(tempDir(), 'none'))).to.deep.equal({ files: [], missing: true });
     const dir = tempDir();
     mkdirSync(join(dir, 's'));
     writeFileSync(join(dir, 's', 'good.yaml'), 'resources:\n  srv: {type: Server::Opcua, properties: {}}\n');
     writeFileSync(join(dir, 's', 'bad name.yaml'), 'resources: {}\n');
     const out = loadServiceDir(join(dir, 's'));
-    expect(out.services.map((s) => s.id)).to.deep.equal(['good']);
-    expect(out.problems).to.have.length(1);
-    expect(out.problems[0]!.reason).to.match(/service id/);
+    expect(out.files.filter((f) => f.service).map((f) => f.id)).to.deep.equal(['good']);
+    const bad = out.files.find((f) => f.id === 'bad name')!;
+    expect(bad.service).to.equal(undefined);
+    expect(bad.problems).to.have.length(1);
+    expect(bad.problems[0]!.reason).to.match(/service id/);
   });
 
   it('matches topics with named wildcards', () => {
