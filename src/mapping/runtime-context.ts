@@ -30,7 +30,10 @@ export interface MessageProperties {
 }
 
 export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  if (err instanceof Error) return err.message;
+  // Some libraries (modbus-serial's timeouts) throw objects that are not Errors.
+  const message = (err as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? message : String(err);
 }
 
 /** The delay before retry number `attempt` (0-based): 1 s doubling to at most 30 s. */

@@ -9,6 +9,7 @@ import { NotFoundError } from '../errors/errors.js';
 import { ConnectionResource } from './connection-resource.js';
 import { createHttpDriver, type HttpConfiguration } from './drivers/http.js';
 import { createModbusDriver, type ModbusConfiguration } from './drivers/modbus.js';
+import { createSerialLines } from './drivers/serial-lines.js';
 import { createMqttDriver, type MqttConfiguration } from './drivers/mqtt.js';
 import { createOpcuaDriver, type OpcuaConfiguration } from './drivers/opcua.js';
 import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
@@ -105,17 +106,21 @@ export interface MappingRuntime {
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-function defaultDriver(def: ConnectionDef): ConnectionDriver {
-  switch (def.protocol) {
-    case 'Modbus':
-      return createModbusDriver(def.configuration as ModbusConfiguration);
-    case 'Mqtt':
-      return createMqttDriver(def.configuration as MqttConfiguration, `gatewayd-${def.id}`.slice(0, 23));
-    case 'Http':
-      return createHttpDriver(def.configuration as HttpConfiguration);
-    default:
-      throw new Error(OPCUA_UNAVAILABLE);
-  }
+/** The drivers of the protocols; Modbus RTU connections share the serial lines of one runtime. */
+function defaultDrivers(): (def: ConnectionDef) => ConnectionDriver {
+  const lines = createSerialLines();
+  return (def) => {
+    switch (def.protocol) {
+      case 'Modbus':
+        return createModbusDriver(def.configuration as ModbusConfiguration, { lines });
+      case 'Mqtt':
+        return createMqttDriver(def.configuration as MqttConfiguration, `gatewayd-${def.id}`.slice(0, 23));
+      case 'Http':
+        return createHttpDriver(def.configuration as HttpConfiguration);
+      default:
+        throw new Error(OPCUA_UNAVAILABLE);
+    }
+  };
 }
 
 type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
@@ -123,7 +128,7 @@ type Resource = ConnectionResource | EndpointResource | MappingResource | Server
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
   const ctx = createRuntimeContext({ dataPlane: deps.dataPlane, log, timers: deps.timers ?? realTimers, agentName, limits: deps.limits });
-  const driverFor = deps.driverFor ?? defaultDriver;
+  const driverFor = deps.driverFor ?? defaultDrivers();
   // Read when resources are built: OPC UA support may come with a later service.
   const opcuaNow = () => deps.opcua;
 
