@@ -395,15 +395,12 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
         break;
       }
       case 'Endpoint': {
-        const ok = [
-          collect(() => {
-            if (declaredType(p.connection) !== 'Connection') throw new FileError(`${path}.connection`, notA('a Connection', p.connection));
-          }),
-          collect(() => compiles(p.transform, `${path}.transform`)),
-          collect(() => compiles(p.filter, `${path}.filter`)),
-        ].every(Boolean);
+        const rulesOk = [collect(() => compiles(p.transform, `${path}.transform`)), collect(() => compiles(p.filter, `${path}.filter`))].every(Boolean);
+        const connectionOk = collect(() => {
+          if (declaredType(p.connection) !== 'Connection') throw new FileError(`${path}.connection`, notA('a Connection', p.connection));
+        });
         // A connection that is itself wrong is reported on its own; its endpoints are not checked against it.
-        const connection = ok ? resolved.get((p.connection as string).slice(serviceId.length + 1)) : undefined;
+        const connection = connectionOk ? resolved.get((p.connection as string).slice(serviceId.length + 1)) : undefined;
         if (!connection) break;
         const protocol = connection.properties.protocol as Protocol;
         const addressOk = collect(() => {
@@ -424,7 +421,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
             if (p.pollIntervalMs !== undefined) throw new FileError(`${path}.pollIntervalMs`, 'an endpoint either polls (pollIntervalMs) or subscribes (address.samplingIntervalMs)');
           }
         });
-        if (!addressOk || !usageOk) break;
+        if (!addressOk || !usageOk || !rulesOk) break;
         const topic = (p.topic as string | undefined) ?? `services/${serviceId}/${name}`;
         const def: EndpointDef = { kind: 'endpoint', ...base, connectionId: p.connection, protocol, operation: p.operation, address: p.address, topic, targetState: p.targetState };
         if (p.pollIntervalMs !== undefined) def.pollIntervalMs = p.pollIntervalMs;
