@@ -264,6 +264,24 @@ describe('protocol mapping in the gateway', function () {
     expect(modbus.coils[5]).to.equal(true);
   });
 
+  it('acknowledges each write on <topic>/set/result: ok with the value written, or the error', async () => {
+    const inbox = collect(sub);
+    await subscribe(sub, ['plant/lamp/set/result', 'services/plant/setpoint/set/result']);
+    const sent = Date.now();
+    await sub.publishAsync('plant/lamp/set', 'false');
+    const ok = JSON.parse((await inbox.until((m) => m.topic === 'plant/lamp/set/result')).payload);
+    expect(ok).to.include({ ok: true, value: false });
+    expect(ok.timestamp).to.be.within(sent - 1000, Date.now());
+    expect(modbus.coils[5]).to.equal(false);
+    await sub.publishAsync('plant/lamp/set', '"maybe"');
+    const refused = JSON.parse((await inbox.until((m) => m.topic === 'plant/lamp/set/result' && JSON.parse(m.payload).ok === false)).payload);
+    expect(refused).to.include({ ok: false, value: 'maybe', error: 'coils take booleans (or 0/1)' });
+    // Through a mapping (ops/setpoint → setpoint, transform $ * 2) the result names the value written.
+    await sub.publishAsync('ops/setpoint', '50');
+    const mapped = JSON.parse((await inbox.until((m) => m.topic === 'services/plant/setpoint/set/result')).payload);
+    expect(mapped).to.include({ ok: true, value: 100 });
+  });
+
   it('maps with named wildcards into $context.vars, applies filter and transform, and writes through endpoints', async () => {
     const inbox = collect(sub);
     await subscribe(sub, 'dashboard/#');

@@ -1,8 +1,9 @@
 // The services directory as the source of truth (DESIGN §13). The catalog knows every service
 // file, runs the valid ones and keeps the runtime in step with the directory:
-// - the directory is watched (fs.watch, debounced); a new, changed or removed file is applied
-//   without a restart. Editors that save by rename, and writes in progress (a file modified
-//   within the debounce time is looked at again), are expected;
+// - the directory is watched (fs.watch); once it has been quiet for the debounce time it is read
+//   again and a new, changed or removed file is applied without a restart. Editors that save by
+//   rename are expected; a file caught half-written does not validate and is refused (the
+//   running version stays) until the write completes and is seen;
 // - the API writes files atomically and applies them before it answers;
 // - a file that does not validate is refused as a whole (logged, or 400 for the API) and the
 //   version that ran before keeps running.
@@ -70,8 +71,6 @@ interface Entry {
 }
 
 const asIssues = (problems: FileProblem[]) => problems.map((p) => ({ path: p.path, message: p.reason }));
-/** How often a file still being written (modified within the debounce time) is looked at again. */
-const SETTLE_RETRIES = 5;
 /** While the directory does not exist, how often it is looked for (ms). */
 const DIRECTORY_POLL_MS = 2000;
 
@@ -175,19 +174,12 @@ export function createServiceCatalog(deps: {
     return { id: e.id, file, text, mtimeMs: e.modifiedAt, ...(e.problems.length ? {} : { service: e.running! }), problems: e.problems };
   };
 
-  let settleTries = 0;
   async function scan(): Promise<void> {
     const { files, missing, error } = loadServiceDir(dir, known);
-    if (error) log.error('services directory unreadable', { servicesDir: dir, reason: error });
-    // A file modified within the debounce time may still be being written: look again soon.
-    const fresh = files.some((f) => Date.now() - f.mtimeMs < deps.debounceMs && known(f.file, f.text) === undefined && f.problems.length > 0);
-    if (fresh && settleTries < SETTLE_RETRIES) {
-      settleTries++;
-      schedule();
+    if (error) {
+      log.error('services directory unreadable', { servicesDir: dir, reason: error });
       return;
     }
-    settleTries = 0;
-    if (error) return;
     if (merge(files, false)) await deps.apply(runningServices());
     if (missing) watchForDirectory();
   }
