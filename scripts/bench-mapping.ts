@@ -1,17 +1,21 @@
 // Protocol-mapping benchmark: JSONata transform evaluations per second for a typical rule, and
 // end-to-end latency from a Modbus poll answer to the MQTT message at a subscriber of the
 // gateway's broker (Modbus TCP server on 127.0.0.1:0 → gatewayd poll → transform → data plane →
-// mqtt.js client), plus the /req → /res round trip. Every loop is bounded by a count and a time
+// mqtt.js client), plus the /req → /res round trip; services managed live: the time from a
+// service file written (by hand into the watched directory, or PUT through the API) to its first
+// value at an MQTT subscriber, and the poll-interval jitter of 100 polling services before and
+// while another service is changed again and again. Every loop is bounded by a count and a time
 // limit.
 //
 // Run: node dist/scripts/bench-mapping.js   (or import { benchMapping })
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import mqtt from 'mqtt';
 import { compileRule, defaultRuleLimits } from '../src/mapping/rules.js';
 import { startModbusServer } from '../test/mapping-support.js';
-import { now, percentile, startBenchGateway } from './bench-support.js';
+import { httpCall, now, percentile, startBenchGateway } from './bench-support.js';
 
 const TYPICAL = "{ 'machine': $context.vars.machine, 'temperature': $.value / 10, 'alarm': $.value > 800, 'unit': $uppercase($.unit), 'at': $context.topic }";
 const ADMIN_PASSWORD = 'Bench-Passw0rd!';
@@ -113,12 +117,190 @@ async function benchEndToEnd(): Promise<{ pollP50Ms: number; pollP99Ms: number; 
   }
 }
 
+const pollService = (port: number, transform = '$[0]') => `resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}
+  temp:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: ${POLL_MS}, transform: "${transform}"}
+`;
+const POLL_MS = 100;
+/** mapping.watchDebounceMs: the default. */
+const WATCH_DEBOUNCE_MS = 200;
+const POLLING_SERVICES = 100;
+
+/** Resolves with the time of the first message on `topic` (bounded). */
+function firstMessage(client: mqtt.MqttClient, topic: string, timeoutMs = 10_000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.removeListener('message', on);
+      reject(new Error(`no message on ${topic} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const on = (t: string) => {
+      if (t !== topic) return;
+      clearTimeout(timer);
+      client.removeListener('message', on);
+      resolve(now());
+    };
+    client.on('message', on);
+  });
+}
+
+/** Time from a service file written to its first value on MQTT: by hand (watched directory) and through the API. */
+async function benchServiceToFirstValue(): Promise<{ watchP50Ms: number; watchMaxMs: number; apiP50Ms: number; apiMaxMs: number; apiAnswerP50Ms: number; debounceMs: number; samples: number }> {
+  const modbus = await startModbusServer();
+  let servicesDir = '';
+  const bench = await startBenchGateway({
+    adminPassword: ADMIN_PASSWORD,
+    passwordHashCost: 10,
+    prefix: 'gatewayd-bench-services-',
+    prepare: (dataDir) => {
+      servicesDir = join(dataDir, 'services');
+      mkdirSync(servicesDir);
+      return { mapping: { servicesDir, watchDebounceMs: WATCH_DEBOUNCE_MS } };
+    },
+  });
+  const client = await mqtt.connectAsync({ host: '127.0.0.1', port: bench.gateway.ports().mqtt, username: 'admin', password: ADMIN_PASSWORD, protocolVersion: 4, reconnectPeriod: 0 });
+  const agent = new Agent({ keepAlive: true });
+  const auth = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`, 'content-type': 'application/yaml' };
+  try {
+    await client.subscribeAsync('services/#');
+    const watch: number[] = [];
+    const api: number[] = [];
+    const answer: number[] = [];
+    const SAMPLES = 10;
+    for (let i = 0; i < SAMPLES; i++) {
+      const got = firstMessage(client, `services/file${i}/temp`);
+      const t = now();
+      writeFileSync(join(servicesDir, `file${i}.yaml`), pollService(modbus.port));
+      watch.push((await got) - t);
+    }
+    for (let i = 0; i < SAMPLES; i++) {
+      const got = firstMessage(client, `services/api${i}/temp`);
+      const t = now();
+      const res = await httpCall(agent, bench.port, 'PUT', `/api/services/api${i}`, auth, Buffer.from(pollService(modbus.port)));
+      if (res.status !== 201) throw new Error(`PUT answered ${res.status}: ${res.body.toString()}`);
+      answer.push(now() - t);
+      api.push((await got) - t);
+    }
+    for (const list of [watch, api, answer]) list.sort((a, b) => a - b);
+    return { watchP50Ms: percentile(watch, 50), watchMaxMs: watch.at(-1)!, apiP50Ms: percentile(api, 50), apiMaxMs: api.at(-1)!, apiAnswerP50Ms: percentile(answer, 50), debounceMs: WATCH_DEBOUNCE_MS, samples: SAMPLES };
+  } finally {
+    agent.destroy();
+    await client.endAsync(true);
+    await bench.stop();
+    await modbus.stop();
+  }
+}
+
+/**
+ * 100 services poll every 100 ms (one Modbus TCP connection each); the subscriber sees each
+ * value. Jitter = |interval between two values of one endpoint - 100 ms|. Measured for a few
+ * seconds as they are ("before"), then around each of 10 applies of one other, changed service
+ * through the API ("during": the intervals that overlap the time from the PUT until the
+ * changed endpoint's first new value, plus the watcher's rescan of the directory after it).
+ */
+async function benchApplyJitter(): Promise<{ beforeP50Ms: number; beforeP99Ms: number; duringP50Ms: number; duringP99Ms: number; duringMaxMs: number; applies: number; applyP50Ms: number; before: number; during: number }> {
+  const modbus = await startModbusServer();
+  const bench = await startBenchGateway({
+    adminPassword: ADMIN_PASSWORD,
+    passwordHashCost: 10,
+    prefix: 'gatewayd-bench-jitter-',
+    prepare: (dataDir) => {
+      const servicesDir = join(dataDir, 'services');
+      mkdirSync(servicesDir);
+      for (let i = 0; i < POLLING_SERVICES; i++) writeFileSync(join(servicesDir, `poll${i}.yaml`), pollService(modbus.port));
+      writeFileSync(join(servicesDir, 'changing.yaml'), pollService(modbus.port));
+      return { mapping: { servicesDir, watchDebounceMs: WATCH_DEBOUNCE_MS } };
+    },
+  });
+  const client = await mqtt.connectAsync({ host: '127.0.0.1', port: bench.gateway.ports().mqtt, username: 'admin', password: ADMIN_PASSWORD, protocolVersion: 4, reconnectPeriod: 0 });
+  const agent = new Agent({ keepAlive: true });
+  const auth = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`, 'content-type': 'application/yaml' };
+  const last = new Map<string, number>();
+  let recording = false;
+  const intervals: Array<{ start: number; end: number; jitter: number }> = [];
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  try {
+    client.on('message', (topic) => {
+      if (!topic.startsWith('services/poll')) return;
+      const t = now();
+      const previous = last.get(topic);
+      last.set(topic, t);
+      if (previous !== undefined && recording) intervals.push({ start: previous, end: t, jitter: Math.abs(t - previous - POLL_MS) });
+    });
+    await client.subscribeAsync('services/+/temp');
+    await sleep(2000); // every service polling
+    recording = true;
+    const beforeEnd = now() + 4000;
+    await sleep(4000);
+    const windows: Array<[number, number]> = [];
+    const applyTimes: number[] = [];
+    const started = now();
+    for (let k = 0; k < 10 && now() - started < 30_000; k++) {
+      const value = String(1000 + k);
+      const first = new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no value of the changed service within 10 s')), 10_000);
+        const on = (topic: string, payload: Buffer) => {
+          if (topic !== 'services/changing/temp' || payload.toString() !== value) return;
+          clearTimeout(timer);
+          client.removeListener('message', on);
+          resolve();
+        };
+        client.on('message', on);
+      });
+      const t0 = now();
+      const res = await httpCall(agent, bench.port, 'PUT', '/api/services/changing', auth, Buffer.from(pollService(modbus.port, `$[0] + ${value}`)));
+      if (res.status !== 200) throw new Error(`PUT answered ${res.status}: ${res.body.toString()}`);
+      applyTimes.push(now() - t0);
+      await first;
+      const t1 = now() + WATCH_DEBOUNCE_MS + 100; // the watcher reads the directory again after the write
+      windows.push([t0, t1]);
+      await sleep(t1 - now() + 600);
+    }
+    recording = false;
+    const before = intervals.filter((i) => i.end <= beforeEnd).map((i) => i.jitter);
+    const during = intervals.filter((i) => windows.some(([a, b]) => i.end >= a && i.start <= b)).map((i) => i.jitter);
+    for (const list of [before, during, applyTimes]) list.sort((a, b) => a - b);
+    return {
+      beforeP50Ms: percentile(before, 50),
+      beforeP99Ms: percentile(before, 99),
+      duringP50Ms: percentile(during, 50),
+      duringP99Ms: percentile(during, 99),
+      duringMaxMs: during.at(-1) ?? NaN,
+      applies: applyTimes.length,
+      applyP50Ms: percentile(applyTimes, 50),
+      before: before.length,
+      during: during.length,
+    };
+  } finally {
+    agent.destroy();
+    await client.endAsync(true);
+    await bench.stop();
+    await modbus.stop();
+  }
+}
+
 export async function benchMapping(): Promise<Record<string, number>> {
   const t = await benchTransform();
   console.log(`mapping: transform ${t.evalsPerSecond.toFixed(0)} evaluations/s (p50 ${t.p50Us.toFixed(1)} µs, p99 ${t.p99Us.toFixed(1)} µs) for ${TYPICAL}`);
   const e = await benchEndToEnd();
   console.log(`mapping: Modbus poll answer → broker subscriber p50 ${e.pollP50Ms.toFixed(2)} ms, p99 ${e.pollP99Ms.toFixed(2)} ms (${e.pollSamples} samples); /req → /res round trip p50 ${e.reqResP50Ms.toFixed(2)} ms, p99 ${e.reqResP99Ms.toFixed(2)} ms`);
+  const f = await benchServiceToFirstValue();
+  console.log(
+    `mapping: service file → first value on MQTT: written to the watched directory p50 ${f.watchP50Ms.toFixed(0)} ms, max ${f.watchMaxMs.toFixed(0)} ms (includes mapping.watchDebounceMs ${f.debounceMs} ms); PUT /api/services p50 ${f.apiP50Ms.toFixed(0)} ms, max ${f.apiMaxMs.toFixed(0)} ms (answer after p50 ${f.apiAnswerP50Ms.toFixed(1)} ms); ${f.samples} services each`,
+  );
+  const j = await benchApplyJitter();
+  console.log(
+    `mapping: ${POLLING_SERVICES} services polling every ${POLL_MS} ms, poll-interval jitter before p50 ${j.beforeP50Ms.toFixed(1)} ms, p99 ${j.beforeP99Ms.toFixed(1)} ms (${j.before} intervals); during ${j.applies} applies of another changed service (PUT answered after p50 ${j.applyP50Ms.toFixed(1)} ms) p50 ${j.duringP50Ms.toFixed(1)} ms, p99 ${j.duringP99Ms.toFixed(1)} ms, max ${j.duringMaxMs.toFixed(1)} ms (${j.during} intervals)`,
+  );
   return {
+    serviceFileToFirstValueP50Ms: f.watchP50Ms,
+    servicePutToFirstValueP50Ms: f.apiP50Ms,
+    pollJitterBeforeP99Ms: j.beforeP99Ms,
+    pollJitterDuringApplyP99Ms: j.duringP99Ms,
+    applyP50Ms: j.applyP50Ms,
     transformEvalsPerSecond: t.evalsPerSecond,
     transformP50Us: t.p50Us,
     transformP99Us: t.p99Us,

@@ -29,14 +29,30 @@ export interface KeyedResource {
   runKey: string;
 }
 
-/** Every resource of `services` with its hash and run key, by id, in the order of the files. */
-export function keyResources(services: ServiceDef[]): Map<string, KeyedResource> {
+/**
+ * Every resource of `services` with its hash and run key, by id, in the order of the files.
+ * References never leave a service, so each service is keyed on its own; `cache` keeps the
+ * keys of service definitions seen before (the same object: an unchanged file).
+ */
+export function keyResources(services: ServiceDef[], cache?: WeakMap<ServiceDef, KeyedResource[]>): Map<string, KeyedResource> {
   const out = new Map<string, KeyedResource>();
-  const all = services.flatMap((s) => s.resources);
+  for (const service of services) {
+    let keyed = cache?.get(service);
+    if (!keyed) {
+      keyed = keyService(service);
+      cache?.set(service, keyed);
+    }
+    for (const k of keyed) out.set(k.def.id, k);
+  }
+  return out;
+}
+
+function keyService(service: ServiceDef): KeyedResource[] {
+  const all = service.resources;
   const own = new Map<string, string>();
   for (const def of all) own.set(def.id, sha256(stableJson({ ...def, targetState: undefined })));
   const topicOf = new Map(all.flatMap((d) => (d.kind === 'endpoint' ? [[d.id, d.topic] as const] : [])));
-  for (const def of all) {
+  return all.map((def) => {
     let runKey = own.get(def.id)!;
     if (def.kind === 'endpoint') runKey = sha256(`${runKey}/${own.get(def.connectionId)}`);
     if (def.kind === 'nodes') runKey = sha256(`${runKey}/${own.get(def.serverId)}`);
@@ -44,9 +60,8 @@ export function keyResources(services: ServiceDef[]): Map<string, KeyedResource>
       const topics = def.mappings.flatMap((m) => [m.sourceEndpoint, m.targetEndpoint].map((id) => (id === undefined ? '' : (topicOf.get(id) ?? ''))));
       runKey = sha256(`${runKey}/${stableJson(topics)}`);
     }
-    out.set(def.id, { def, hash: sha256(stableJson(def)), runKey });
-  }
-  return out;
+    return { def, hash: sha256(stableJson(def)), runKey };
+  });
 }
 
 /** What applying new definitions does to each resource (ids, sorted). */

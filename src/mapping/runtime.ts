@@ -172,7 +172,9 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id);
   const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets].some((m) => m.delete(id));
 
-  running = keyResources(deps.services);
+  /** Keys of the service definitions seen (unchanged files are the same objects: not hashed again). */
+  const keyCache = new WeakMap<ServiceDef, KeyedResource[]>();
+  running = keyResources(deps.services, keyCache);
   serviceCount = deps.services.length;
   build([...running.values()], storedTarget);
 
@@ -180,7 +182,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource ? 0 : r instanceof EndpointResource ? 1 : 2);
 
   async function applyNow(services: ServiceDef[]): Promise<ResourceChanges> {
-    const next = keyResources(services);
+    const next = keyResources(services, keyCache);
     const changes = diffResources(running, next);
     if (ctx.stopped()) return changes;
     // Restarted resources keep a target set by an operation when their own definition is the same.
@@ -239,7 +241,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       applying = run.catch(() => undefined);
       return run;
     },
-    plan: (services) => diffResources(running, keyResources(services)),
+    plan: (services) => diffResources(running, keyResources(services, keyCache)),
     definitionHash: (id) => running.get(id)?.hash,
     stats: () => ({
       services: serviceCount,
