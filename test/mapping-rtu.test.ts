@@ -145,6 +145,12 @@ describe('Modbus RTU on a serial line (socat pty pair)', function () {
     await reach('line.drive', 'reconnecting');
     expect((await connection('line.meter')).message).to.match(/^unit 1 on \/dev\/.* did not answer within 300 ms$/);
     expect((await gw.api('GET', '/api/endpoints/line.power/state', { token: admin })).body).to.equal('enabling');
+    const results = collect(client);
+    await subscribe(client, 'line/drive/speed/set/result');
+    await client.publishAsync('line/drive/speed/set', '900');
+    const refused = JSON.parse((await results.until((m) => m.topic === 'line/drive/speed/set/result')).payload);
+    expect(refused.ok).to.equal(false);
+    expect(refused.error).to.match(/^not written: connection line\.drive is reconnecting: unit 2 on \/dev\/.* did not answer within 300 ms$/);
 
     const inbox = collect(client);
     await subscribe(client, 'services/line/power');

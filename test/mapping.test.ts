@@ -374,6 +374,12 @@ describe('protocol mapping in the gateway', function () {
     await reach('connections', 'plant.plc', 'disconnected');
     // An endpoint whose connection is not connected stays enabling.
     expect(await state('endpoints', 'plant.temperature')).to.equal('enabling');
+    // A write meanwhile is not lost silently: the writer is told.
+    const results = collect(sub);
+    await subscribe(sub, 'services/plant/setpoint/set/result');
+    await sub.publishAsync('services/plant/setpoint/set', '5');
+    const refused = JSON.parse((await results.until((x) => x.topic === 'services/plant/setpoint/set/result')).payload);
+    expect(refused).to.include({ ok: false, error: 'not written: connection plant.plc is disconnected' });
     await gw.api('PUT', '/api/connections/plant.plc/operation', { token: admin, body: { operation: 'connect' } });
     await reach('connections', 'plant.plc', 'connected');
     await reach('endpoints', 'plant.temperature', 'enabled');

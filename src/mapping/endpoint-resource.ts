@@ -147,6 +147,18 @@ export class EndpointResource extends EnableableResource {
       }),
     );
   }
+  /** Sends the acknowledgement of a value that arrived on <topic>/set with these properties. */
+  acknowledger(properties: MessageProperties | undefined): (result: WriteResult) => void {
+    const def = this.def;
+    const correlationData = properties?.correlationData;
+    return (result) => {
+      if (correlationData) result.correlationData = correlationData.toString('utf8');
+      this.ctx
+        .publish(`${def.topic}/set/result`, result, { qos: 1, ...(correlationData ? { properties: { correlationData } } : {}) })
+        .then(() => void this.conn.counters.published++)
+        .catch((err: unknown) => this.ctx.log.debug('write acknowledgement not published', { id: def.id, error: errorText(err) }));
+    };
+  }
   /**
    * <topic>/set → a write to the device, acknowledged on <topic>/set/result with
    * {ok, value?, error?, timestamp (when the value arrived, epoch ms), correlationData?}; MQTT 5
@@ -156,18 +168,10 @@ export class EndpointResource extends EnableableResource {
     const { dataPlane } = this.ctx;
     if (!dataPlane) return [];
     const def = this.def;
-    const counters = this.conn.counters;
     return [
       dataPlane.subscribe(`${def.topic}/set`, (topic: string, payload: Buffer, properties?: MessageProperties) => {
         const timestamp = Date.now();
-        const correlationData = properties?.correlationData;
-        const acknowledge = (result: WriteResult) => {
-          if (correlationData) result.correlationData = correlationData.toString('utf8');
-          this.ctx
-            .publish(`${def.topic}/set/result`, result, { qos: 1, ...(correlationData ? { properties: { correlationData } } : {}) })
-            .then(() => void counters.published++)
-            .catch((err: unknown) => this.ctx.log.debug('write acknowledgement not published', { id: def.id, error: errorText(err) }));
-        };
+        const acknowledge = this.acknowledger(properties);
         void this.guard(
           topic,
           async () => {
@@ -181,13 +185,38 @@ export class EndpointResource extends EnableableResource {
               acknowledge({ ok: false, ...(value === undefined ? {} : { value }), error: errorText(err), timestamp });
               throw err;
             }
-            counters.writes++;
+            this.conn.counters.writes++;
             acknowledge({ ok: true, value, timestamp });
           },
           () => acknowledge({ ok: false, error: 'the endpoint is overloaded: value dropped', timestamp }),
         );
       }),
     ];
+  }
+  /**
+   * While a write endpoint waits for its connection (enabling), values on <topic>/set are not
+   * written; the writer is told so on <topic>/set/result instead of hearing nothing.
+   */
+  refusals: (() => void) | undefined;
+  override onState(): void {
+    const waiting = this.def.operation === 'write' && this.current === 'enabling' && this.target === 'enabled' && !this.ctx.stopped();
+    const { dataPlane } = this.ctx;
+    if (waiting && !this.refusals && dataPlane) {
+      this.refusals = dataPlane.subscribe(`${this.def.topic}/set`, (_topic: string, _payload: Buffer, properties?: MessageProperties) => {
+        if (this.current !== 'enabling') return;
+        const why = this.conn.message ? `: ${this.conn.message}` : '';
+        this.acknowledger(properties)({ ok: false, error: `not written: connection ${this.conn.def.id} is ${this.conn.current}${why}`, timestamp: Date.now() });
+      });
+    } else if (!waiting) this.dropRefusals();
+  }
+  dropRefusals(): void {
+    const off = this.refusals;
+    this.refusals = undefined;
+    off?.();
+  }
+  override halt(): void {
+    super.halt();
+    this.dropRefusals();
   }
   async published(topic: string, value: unknown): Promise<void> {
     await this.ctx.publish(topic, value);
