@@ -530,6 +530,11 @@ describe('protocol mapping switched off or without service files', function () {
       expect((await off.api('GET', '/api/topics', { token: admin })).body).to.deep.equal({ endpoints: [], mappings: [], nodes: [] });
       expect((await off.api('GET', '/api/servers/x', { token: admin })).status).to.equal(404);
       expect((await off.api('POST', '/api/rule-engine/transform', { token: admin, body: { input: 2, transformation: '$ * 3' } })).body).to.equal(6);
+      expect((await off.api('GET', '/api/services', { token: admin })).body).to.deep.equal([]);
+      const put = await off.api('PUT', '/api/services/x', { token: admin, body: { resources: {} } });
+      expect(put.status).to.equal(409);
+      expect(put.body.message).to.equal('protocol mapping is not running (mapping.enabled is false)');
+      expect((await off.api('GET', '/api/services/x', { token: admin })).status).to.equal(404);
     } finally {
       await off.stop();
     }

@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, statSync, unlinkSync, watch, type FSWatcher } 
 import { basename, extname, join } from 'node:path';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
-import { writeFileAtomic } from '../store/write-file-atomic.js';
+import { writeFileAtomicAsync } from '../store/write-file-atomic.js';
 import type { ResourceChanges } from './definition-diff.js';
 import { loadServiceDir, parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ServiceDef, type ServiceFile } from './service-files.js';
 
@@ -293,7 +293,7 @@ export function createServiceCatalog(deps: {
         try {
           mkdirSync(dir, { recursive: true, mode: 0o750 });
           // An existing file keeps its mode; a new one is private (it may hold passwords).
-          writeFileAtomic(file, text, modeOf(file) ?? 0o600);
+          await writeFileAtomicAsync(file, text, modeOf(file) ?? 0o600);
         } catch (err) {
           notWritable(err);
         }
