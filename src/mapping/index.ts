@@ -9,7 +9,7 @@ import type { Broker } from '../mqtt/index.js';
 import type { Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleLimits } from './rules.js';
 import { ConflictError, NotFoundError } from '../errors/errors.js';
-import type { Store } from '../store/index.js';
+import type { MappingOperationRecord, Store } from '../store/index.js';
 import { createMappingRuntime, type MappingRuntime, type MappingStats } from './runtime.js';
 import { createServiceCatalog, type ServiceCatalog } from './service-catalog.js';
 import type { ServiceDef } from './service-files.js';
@@ -56,6 +56,14 @@ export function agentName(): string {
 }
 
 const COMPILED_CACHE = 100;
+
+/** Each operable kind: its name in "<Type> not found" and the runtime call that sets its target. */
+const operationOf: Record<OperationKind, { type: string; set(rt: MappingRuntime, id: string, operation: string): { targetState: MappingOperationRecord['targetState'] } }> = {
+  connection: { type: 'Connection', set: (rt, id, op) => rt.setConnectionOperation(id, op as 'connect' | 'disconnect') },
+  endpoint: { type: 'Endpoint', set: (rt, id, op) => rt.setEndpointOperation(id, op as 'enable' | 'disable') },
+  mapping: { type: 'Mapping', set: (rt, id, op) => rt.setMappingOperation(id, op as 'enable' | 'disable') },
+  server: { type: 'Server', set: (rt, id, op) => rt.setServerOperation(id, op as 'enable' | 'disable') },
+};
 const usesOpcua = (services: ServiceDef[]) => services.some((s) => s.resources.some((r) => r.kind === 'server' || r.kind === 'nodes' || (r.kind === 'connection' && r.protocol === 'Opcua')));
 
 export function createMappingService(deps: {
@@ -95,15 +103,8 @@ export function createMappingService(deps: {
     services: () => catalog,
     async setOperation(kind, id, operation) {
       const rt = runtime;
-      if (!rt) throw new NotFoundError(`${kind === 'connection' ? 'Connection' : kind === 'endpoint' ? 'Endpoint' : kind === 'mapping' ? 'Mapping' : 'Server'} not found`);
-      const view =
-        kind === 'connection'
-          ? rt.setConnectionOperation(id, operation as 'connect' | 'disconnect')
-          : kind === 'endpoint'
-            ? rt.setEndpointOperation(id, operation as 'enable' | 'disable')
-            : kind === 'mapping'
-              ? rt.setMappingOperation(id, operation as 'enable' | 'disable')
-              : rt.setServerOperation(id, operation as 'enable' | 'disable');
+      if (!rt) throw new NotFoundError(`${operationOf[kind].type} not found`);
+      const view = operationOf[kind].set(rt, id, operation);
       const hash = rt.definitionHash(id);
       if (operations && hash) await operations.save(id, view.targetState, hash);
       return view;
