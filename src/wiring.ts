@@ -37,6 +37,7 @@ import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
 import { createMappingService } from './mapping/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
+import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -85,6 +86,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     config: config.mapping,
     log,
     broker: () => broker,
+    store, // operations' target states outlive a restart
     dataDir: config.dataDir,
     host: config.host,
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
@@ -101,7 +103,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     validateResponses: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
-    preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes })],
+    preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
     routes: [
       sessionRoutes({ auth, users, engine }),
       mfaRoutes({ mfa }),
@@ -114,6 +116,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       registryRoutes({ registry, users }),
       idpRoutes({ idp }),
       mappingRoutes({ mapping, log }),
+      serviceRoutes({ mapping }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { createLogger } from '../src/log/index.js';
 import { defaultRuleLimits } from '../src/mapping/rules.js';
 import { createMappingRuntime, type MappingRuntime } from '../src/mapping/runtime.js';
-import { loadServiceDir, parseServiceFile } from '../src/mapping/service-files.js';
+import { loadServiceDir, parseServiceFile, serviceJsonToText, serviceTextToJson, type ServiceFileError } from '../src/mapping/service-files.js';
 import { parseNamedFilter, topicMatches, varsOf, fillTopic } from '../src/mapping/topics.js';
 import { tempDir } from './support/harness.js';
 import { FakeClock, deadPort, startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
@@ -107,6 +107,81 @@ describe('mapping runtime: connection backoff (fake clock)', function () {
   });
 });
 
+describe('mapping runtime: applying changed definitions', function () {
+  this.timeout(30_000);
+  let rt: MappingRuntime | undefined;
+  const servers: ModbusTestServer[] = [];
+  afterEach(async () => {
+    await rt?.stop();
+    rt = undefined;
+    await Promise.all(servers.splice(0).map((s) => s.stop()));
+  });
+
+  const serviceA = (port: number, opts: { transform?: string; levelTarget?: string } = {}) =>
+    parseServiceFile(
+      'a',
+      'a.yaml',
+      `
+resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}, timeoutMs: 1000}}
+  temp:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: 20, transform: "${opts.transform ?? '$[0]'}"}
+  level:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: input, address: 0}, pollIntervalMs: 20, targetState: ${opts.levelTarget ?? 'enabled'}}
+`,
+    );
+  const serviceB = (port: number) =>
+    parseServiceFile('b', 'b.yaml', `resources:\n  plc:\n    type: Connection\n    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}\n  x:\n    type: Endpoint\n    properties: {connection: !ref plc, operation: read, address: {table: coil, address: 0}, pollIntervalMs: 20}\n`);
+
+  it('restarts only the resources whose definition (or connection) changed; the others keep polling on their open connections', async () => {
+    const [srvA, srvB, srvA2] = await Promise.all([startModbusServer(), startModbusServer(), startModbusServer()]);
+    servers.push(srvA!, srvB!, srvA2!);
+    rt = createMappingRuntime({ services: [serviceA(srvA!.port), serviceB(srvB!.port)], dataPlane: undefined, log: quietLog(), limits: defaultRuleLimits, agentName: 'test' });
+    const r = rt;
+    r.start();
+    const state = (kind: 'getEndpoint' | 'getConnection', id: string) => r[kind](id).currentState;
+    await r.waitFor(() => ['a.temp', 'a.level', 'b.x'].every((id) => state('getEndpoint', id) === 'enabled'));
+    const pollsOfB = () => srvB!.requests;
+
+    // A transform and a targetState change: one endpoint restarts, one is retargeted, B is untouched.
+    const beforeB = pollsOfB();
+    const changes = await r.apply([serviceA(srvA!.port, { transform: '$[0] * 2', levelTarget: 'disabled' }), serviceB(srvB!.port)]);
+    expect(changes).to.deep.equal({ added: [], restarted: ['a.temp'], retargeted: ['a.level'], removed: [], unchanged: ['a.plc', 'b.plc', 'b.x'] });
+    expect(r.plan([serviceA(srvA!.port, { transform: '$[0] * 2', levelTarget: 'disabled' }), serviceB(srvB!.port)]).unchanged).to.have.length(5);
+    await r.waitFor(() => state('getEndpoint', 'a.temp') === 'enabled' && state('getEndpoint', 'a.level') === 'disabled');
+    expect(r.getEndpoint('a.level').targetState).to.equal('disabled');
+    expect([srvA!.accepted, srvB!.accepted]).to.deep.equal([1, 1]); // no connection was opened again
+    await until(() => (pollsOfB() > beforeB + 3 ? true : undefined), 5000, 'B polling on');
+
+    // The connection moves to another device: it and its endpoints restart; a target set by an
+    // operation on an endpoint whose own definition did not change is kept.
+    r.setEndpointOperation('a.temp', 'disable');
+    const moved = await r.apply([serviceA(srvA2!.port, { transform: '$[0] * 2', levelTarget: 'disabled' }), serviceB(srvB!.port)]);
+    expect(moved.restarted).to.deep.equal(['a.level', 'a.plc', 'a.temp']);
+    expect(moved.unchanged).to.deep.equal(['b.plc', 'b.x']);
+    await r.waitFor(() => state('getConnection', 'a.plc') === 'connected');
+    expect(r.getEndpoint('a.temp')).to.include({ targetState: 'disabled', currentState: 'disabled' });
+    await until(() => (srvA!.open === 0 ? true : undefined), 5000, 'old connection closed');
+    expect(srvA2!.accepted).to.equal(1);
+
+    // A service removed: its resources stop and leave the lists; B still polls on its first connection.
+    const gone = await r.apply([serviceB(srvB!.port)]);
+    expect(gone.removed).to.deep.equal(['a.level', 'a.plc', 'a.temp']);
+    expect(r.listConnections().map((c) => c.id)).to.deep.equal(['b.plc']);
+    await until(() => (srvA2!.open === 0 ? true : undefined), 5000, 'removed connection closed');
+    const polls = pollsOfB();
+    await until(() => (pollsOfB() > polls + 3 ? true : undefined), 5000, 'B polling on');
+    expect(srvB!.accepted).to.equal(1);
+    expect(r.stats()).to.deep.include({ services: 1, resources: 2 });
+    expect(r.stats().connections[0]).to.include({ id: 'b.plc', serviceId: 'b', protocol: 'Modbus', state: 'connected', failures: 0 });
+    expect(r.stats().connections[0]!.reads).to.be.greaterThan(3);
+  });
+});
+
 describe('mapping runtime: other protocols', function () {
   this.timeout(30_000);
 
@@ -192,16 +267,52 @@ resources:
     expect(fails('resources:\n  a: {type: Server::Opcua, properties: {}}\n  a: {type: Server::Opcua, properties: {}}\n').message).to.match(/unique|duplicate/i);
   });
 
+  it('reports every problem of a file, each with its path, without follow-up errors', () => {
+    let problems: Array<{ path: string; reason: string }> = [];
+    try {
+      parse(`
+resources:
+  c: {type: Connection, properties: {protocol: Modbus, configuration: {host: h, port: 0, extra: 1}}}
+  e: {type: Endpoint, properties: {connection: !ref c, operation: write, address: {table: input, address: 1}, transform: "$x("}}
+  f: {type: Endpoint, properties: {connection: !ref nowhere, operation: read, address: {table: coil, address: 1}}}
+  m: {type: Mapping, properties: {mappings: [{sourceEndpoint: !ref f, target: "a/+"}, {source: x, targetEndpoint: !ref e}]}}
+`);
+    } catch (err) {
+      problems = (err as ServiceFileError).problems;
+    }
+    expect(problems.map((p) => p.path)).to.deep.equal([
+      'resources.f.properties.connection',
+      'resources.c.properties.configuration',
+      'resources.c.properties.configuration.port',
+      'resources.e.properties.transform',
+      'resources.e.properties.address.table',
+      'resources.m.properties.mappings[0].target',
+    ]);
+    expect(problems[0]!.reason).to.match(/!ref nowhere/);
+    expect(problems[1]!.reason).to.match(/additional properties \(extra\)/);
+  });
+
+  it('reads and writes service files as JSON, tags as {"!ref": name} and {"!sub": text}', () => {
+    const text = 'parameters:\n  host: {default: plc}\nresources:\n  c:\n    type: Connection\n    properties: {protocol: Modbus, configuration: {host: !ref host}}\n  e:\n    type: Endpoint\n    properties: {connection: !ref c, operation: read, topic: !sub "x/${host}", address: {table: coil, address: 1}}\n';
+    const json = serviceTextToJson(text) as { resources: Record<string, { properties: Record<string, unknown> }> };
+    expect(json.resources.e!.properties).to.deep.include({ connection: { '!ref': 'c' }, topic: { '!sub': 'x/${host}' } });
+    const back = serviceJsonToText(json);
+    expect(back).to.include('connection: !ref c').and.include('!sub "x/${host}"');
+    expect(parse(back).resources).to.deep.equal(parse(text).resources);
+  });
+
   it('treats a missing directory as no services and skips bad files only', () => {
-    expect(loadServiceDir(join(tempDir(), 'none'))).to.deep.equal({ services: [], problems: [], missing: true });
+    expect(loadServiceDir(join(tempDir(), 'none'))).to.deep.equal({ files: [], missing: true });
     const dir = tempDir();
     mkdirSync(join(dir, 's'));
     writeFileSync(join(dir, 's', 'good.yaml'), 'resources:\n  srv: {type: Server::Opcua, properties: {}}\n');
     writeFileSync(join(dir, 's', 'bad name.yaml'), 'resources: {}\n');
     const out = loadServiceDir(join(dir, 's'));
-    expect(out.services.map((s) => s.id)).to.deep.equal(['good']);
-    expect(out.problems).to.have.length(1);
-    expect(out.problems[0]!.reason).to.match(/service id/);
+    expect(out.files.filter((f) => f.service).map((f) => f.id)).to.deep.equal(['good']);
+    const bad = out.files.find((f) => f.id === 'bad name')!;
+    expect(bad.service).to.equal(undefined);
+    expect(bad.problems).to.have.length(1);
+    expect(bad.problems[0]!.reason).to.match(/service id/);
   });
 
   it('matches topics with named wildcards', () => {

@@ -264,6 +264,24 @@ describe('protocol mapping in the gateway', function () {
     expect(modbus.coils[5]).to.equal(true);
   });
 
+  it('acknowledges each write on <topic>/set/result: ok with the value written, or the error', async () => {
+    const inbox = collect(sub);
+    await subscribe(sub, ['plant/lamp/set/result', 'services/plant/setpoint/set/result']);
+    const sent = Date.now();
+    await sub.publishAsync('plant/lamp/set', 'false');
+    const ok = JSON.parse((await inbox.until((m) => m.topic === 'plant/lamp/set/result')).payload);
+    expect(ok).to.include({ ok: true, value: false });
+    expect(ok.timestamp).to.be.within(sent - 1000, Date.now());
+    expect(modbus.coils[5]).to.equal(false);
+    await sub.publishAsync('plant/lamp/set', '"maybe"');
+    const refused = JSON.parse((await inbox.until((m) => m.topic === 'plant/lamp/set/result' && JSON.parse(m.payload).ok === false)).payload);
+    expect(refused).to.include({ ok: false, value: 'maybe', error: 'coils take booleans (or 0/1)' });
+    // Through a mapping (ops/setpoint → setpoint, transform $ * 2) the result names the value written.
+    await sub.publishAsync('ops/setpoint', '50');
+    const mapped = JSON.parse((await inbox.until((m) => m.topic === 'services/plant/setpoint/set/result')).payload);
+    expect(mapped).to.include({ ok: true, value: 100 });
+  });
+
   it('maps with named wildcards into $context.vars, applies filter and transform, and writes through endpoints', async () => {
     const inbox = collect(sub);
     await subscribe(sub, 'dashboard/#');
@@ -356,6 +374,12 @@ describe('protocol mapping in the gateway', function () {
     await reach('connections', 'plant.plc', 'disconnected');
     // An endpoint whose connection is not connected stays enabling.
     expect(await state('endpoints', 'plant.temperature')).to.equal('enabling');
+    // A write meanwhile is not lost silently: the writer is told.
+    const results = collect(sub);
+    await subscribe(sub, 'services/plant/setpoint/set/result');
+    await sub.publishAsync('services/plant/setpoint/set', '5');
+    const refused = JSON.parse((await results.until((x) => x.topic === 'services/plant/setpoint/set/result')).payload);
+    expect(refused).to.include({ ok: false, error: 'not written: connection plant.plc is disconnected' });
     await gw.api('PUT', '/api/connections/plant.plc/operation', { token: admin, body: { operation: 'connect' } });
     await reach('connections', 'plant.plc', 'connected');
     await reach('endpoints', 'plant.temperature', 'enabled');
@@ -406,9 +430,9 @@ describe('protocol mapping in the gateway', function () {
       'services/plant/temperature/req',
       'services/plant/temperature/res',
     ]);
-    expect((await gw.api('GET', '/api/endpoints/plant.lamp/topics', { token: admin })).body).to.deep.equal(['plant/lamp/set']);
+    expect((await gw.api('GET', '/api/endpoints/plant.lamp/topics', { token: admin })).body).to.deep.equal(['plant/lamp/set', 'plant/lamp/set/result']);
     expect((await gw.api('GET', '/api/mappings/plant.routes/endpoint-topics', { token: admin })).body).to.deep.equal({
-      'plant.setpoint': ['services/plant/setpoint/set'],
+      'plant.setpoint': ['services/plant/setpoint/set', 'services/plant/setpoint/set/result'],
       'plant.temperature': ['services/plant/temperature', 'services/plant/temperature/req', 'services/plant/temperature/res'],
     });
     const topics = (await gw.api('GET', '/api/topics', { token: admin })).body;
@@ -506,6 +530,11 @@ describe('protocol mapping switched off or without service files', function () {
       expect((await off.api('GET', '/api/topics', { token: admin })).body).to.deep.equal({ endpoints: [], mappings: [], nodes: [] });
       expect((await off.api('GET', '/api/servers/x', { token: admin })).status).to.equal(404);
       expect((await off.api('POST', '/api/rule-engine/transform', { token: admin, body: { input: 2, transformation: '$ * 3' } })).body).to.equal(6);
+      expect((await off.api('GET', '/api/services', { token: admin })).body).to.deep.equal([]);
+      const put = await off.api('PUT', '/api/services/x', { token: admin, body: { resources: {} } });
+      expect(put.status).to.equal(409);
+      expect(put.body.message).to.equal('protocol mapping is not running (mapping.enabled is false)');
+      expect((await off.api('GET', '/api/services/x', { token: admin })).status).to.equal(404);
     } finally {
       await off.stop();
     }

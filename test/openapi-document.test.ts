@@ -113,6 +113,12 @@ const CONTRACT_OPERATIONS: readonly string[] = [
 const ADDED_OPERATIONS: readonly string[] = [
   // The gateway CA certificate as a PEM file (README "Web UI").
   'GET /api/certificates/ca',
+  // Protocol-mapping services (README "Services through the API").
+  'GET /api/services',
+  'GET /api/services/{id}',
+  'PUT /api/services/{id}',
+  'DELETE /api/services/{id}',
+  'POST /api/services/{id}/validate',
 ];
 
 const PUBLIC_OPERATIONS: readonly string[] = [
@@ -285,8 +291,13 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
     });
 
     it('closes every object of every request body (additionalProperties: false)', () => {
-      // The MQTT 5 properties of the broker hook are the one open object.
-      const open = new Set(['POST /api/broker/auth/enhanced: body.properties']);
+      // The MQTT 5 properties of the broker hook are open, and so are the parts of a service
+      // document: the service-file rules validate them, answering every problem with its path.
+      const serviceParts = ['metadata', 'parameters', 'resources'];
+      const open = new Set([
+        'POST /api/broker/auth/enhanced: body.properties',
+        ...['PUT /api/services/{id}', 'POST /api/services/{id}/validate'].flatMap((op) => serviceParts.map((p) => `${op}: body.${p}`)),
+      ]);
       const problems: string[] = [];
       const walk = (schema: Json | undefined, at: string, where: string, seen: Set<string>): void => {
         if (!isObject(schema)) return;

@@ -119,6 +119,8 @@ export const configSchema = obj({
     ruleMaxSequence: { type: 'integer', minimum: 1, maximum: 10000000 },
     ruleMaxBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
     opcuaPkiDir: { type: 'string' },
+    watch: { type: 'boolean' },
+    watchDebounceMs: { type: 'integer', minimum: 10, maximum: 60000 },
   }),
 });
 
@@ -213,5 +215,17 @@ export interface GatewayConfig {
   registry: { defaultDurationMs: number; maxDurationMs: number; maxPendingRequests: number; certificateValidityDays: number };
   /** ioBytesPerSecond: rate limit of archive writes and restore extraction; 0 = unlimited. */
   maintenance: { backupsToKeep: number; uploadLimitBytes: number; ioBytesPerSecond: number };
-  mapping: { enabled: boolean; servicesDir: string; ruleTimeoutMs: number; ruleMaxDepth: number; ruleMaxSequence: number; ruleMaxBytes: number; opcuaPkiDir: string };
+  mapping: {
+    enabled: boolean;
+    servicesDir: string;
+    ruleTimeoutMs: number;
+    ruleMaxDepth: number;
+    ruleMaxSequence: number;
+    ruleMaxBytes: number;
+    opcuaPkiDir: string;
+    /** Watch servicesDir and apply changed files without a restart. */
+    watch: boolean;
+    /** Quiet time after the last change in servicesDir before it is read again. */
+    watchDebounceMs: number;
+  };
 }

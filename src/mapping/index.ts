@@ -8,25 +8,43 @@ import type { Logger } from '../log/index.js';
 import type { Broker } from '../mqtt/index.js';
 import type { Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleLimits } from './rules.js';
-import { createMappingRuntime, type MappingRuntime } from './runtime.js';
-import { loadServiceDir } from './service-files.js';
+import { ConflictError, NotFoundError } from '../errors/errors.js';
+import type { MappingOperationRecord, Store } from '../store/index.js';
+import { createMappingRuntime, type MappingRuntime, type MappingStats } from './runtime.js';
+import { createServiceCatalog, type ServiceCatalog } from './service-catalog.js';
+import type { ServiceDef } from './service-files.js';
+import { createOperationStore } from './operation-store.js';
 import { createOpcuaSupport } from './opcua-support.js';
 import type { OpcuaAccess } from './opcua-server.js';
+import type { OpcuaRuntimeSupport } from './opcua-resources.js';
 
 export type { OpcuaAccess, OpcuaUser } from './opcua-server.js';
 
 export { RuleError, compileRule, type RuleLimits } from './rules.js';
-export type { MappingRuntime } from './runtime.js';
+export type { ConnectionStats, MappingRuntime, MappingStats, ResourceChanges } from './runtime.js';
+export type { ServiceCatalog, ServiceSummary, ServiceValidation } from './service-catalog.js';
+export { serviceJsonToText, serviceTextToJson, ServiceFileError } from './service-files.js';
 export { connectionSchema, endpointSchema, mappingSchema, serverSchema } from './schemas.js';
 
 export interface MappingService {
   part: Part;
   /** The runtime while started (undefined before, after stop, or when mapping.enabled is false). */
   runtime(): MappingRuntime | undefined;
+  /** The service files (undefined when mapping.enabled is false or before start). */
+  services(): ServiceCatalog | undefined;
+  /**
+   * Sets a resource's targetState (PUT …/{id}/operation) and keeps it in the store, bound to
+   * the resource's definition; answers the resource at once (the runtime drives currentState).
+   */
+  setOperation(kind: OperationKind, id: string, operation: string): Promise<unknown>;
+  /** Per-connection states and message counts (for health and metrics). */
+  stats(): MappingStats;
   /** Evaluates an expression on an input (POST /api/rule-engine/transform); throws RuleError. */
   transform(input: unknown, transformation: string): Promise<unknown>;
   limits: RuleLimits;
 }
+
+export type OperationKind = 'connection' | 'endpoint' | 'mapping' | 'server';
 
 /** The agent name of every resource: the gateway's hostname, or "gatewayd" when it has none. */
 export function agentName(): string {
@@ -39,10 +57,21 @@ export function agentName(): string {
 
 const COMPILED_CACHE = 100;
 
+/** Each operable kind: its name in "<Type> not found" and the runtime call that sets its target. */
+const operationOf: Record<OperationKind, { type: string; set(rt: MappingRuntime, id: string, operation: string): { targetState: MappingOperationRecord['targetState'] } }> = {
+  connection: { type: 'Connection', set: (rt, id, op) => rt.setConnectionOperation(id, op as 'connect' | 'disconnect') },
+  endpoint: { type: 'Endpoint', set: (rt, id, op) => rt.setEndpointOperation(id, op as 'enable' | 'disable') },
+  mapping: { type: 'Mapping', set: (rt, id, op) => rt.setMappingOperation(id, op as 'enable' | 'disable') },
+  server: { type: 'Server', set: (rt, id, op) => rt.setServerOperation(id, op as 'enable' | 'disable') },
+};
+const usesOpcua = (services: ServiceDef[]) => services.some((s) => s.resources.some((r) => r.kind === 'server' || r.kind === 'nodes' || (r.kind === 'connection' && r.protocol === 'Opcua')));
+
 export function createMappingService(deps: {
   config: GatewayConfig['mapping'];
   log: Logger;
   broker: () => Broker | undefined;
+  /** Where operations' target states are kept; absent: they last until the next restart. */
+  store?: Store;
   timers?: Timers;
   /** The data directory: OPC UA certificates go to <dataDir>/opcua-pki unless mapping.opcuaPkiDir is set. */
   dataDir?: string;
@@ -54,13 +83,33 @@ export function createMappingService(deps: {
   const { config, broker } = deps;
   const log = deps.log.child({ part: 'mapping' });
   const limits: RuleLimits = { timeoutMs: config.ruleTimeoutMs, maxDepth: config.ruleMaxDepth, maxSequence: config.ruleMaxSequence, maxBytes: config.ruleMaxBytes };
+  const operations = deps.store ? createOperationStore(deps.store) : undefined;
   let runtime: MappingRuntime | undefined;
+  let catalog: ServiceCatalog | undefined;
   // Recently used expressions stay compiled (insertion order = age).
   const compiled = new Map<string, CompiledRule>();
+
+  /** Drops stored operations of resources whose definition changed or left (logged). */
+  const pruneOperations = async () => {
+    const rt = runtime;
+    if (!operations || !rt) return;
+    const dropped = await operations.prune((id) => rt.definitionHash(id));
+    if (dropped) log.info('stored operations dropped: their resources changed', { count: dropped });
+  };
 
   return {
     limits,
     runtime: () => runtime,
+    services: () => catalog,
+    async setOperation(kind, id, operation) {
+      const rt = runtime;
+      if (!rt) throw new NotFoundError(`${operationOf[kind].type} not found`);
+      const view = operationOf[kind].set(rt, id, operation);
+      const hash = rt.definitionHash(id);
+      if (operations && hash) await operations.save(id, view.targetState, hash);
+      return view;
+    },
+    stats: () => runtime?.stats() ?? { services: 0, resources: 0, connections: [] },
     async transform(input, transformation) {
       let rule = compiled.get(transformation);
       if (rule) compiled.delete(transformation);
@@ -77,15 +126,29 @@ export function createMappingService(deps: {
           return;
         }
         const dir = resolve(config.servicesDir);
-        const { services, problems, missing } = loadServiceDir(dir);
-        if (missing) log.info('no service files: the services directory does not exist', { servicesDir: dir });
-        for (const p of problems) log.error('service file skipped', { file: p.file, path: p.path, reason: p.reason });
         const b = broker();
-        // OPC UA (node-opcua) is loaded only when a service declares it: gateways without OPC UA
-        // keep their start-up time and memory.
-        const usesOpcua = services.some((s) => s.resources.some((r) => r.kind === 'server' || r.kind === 'nodes' || (r.kind === 'connection' && r.protocol === 'Opcua')));
-        const pkiDir = config.opcuaPkiDir ? resolve(config.opcuaPkiDir) : join(resolve(deps.dataDir ?? '.'), 'opcua-pki');
         if (!b) log.warn('the embedded broker is off (mqtt.enabled is false): endpoints and mappings publish nothing');
+        const pkiDir = config.opcuaPkiDir ? resolve(config.opcuaPkiDir) : join(resolve(deps.dataDir ?? '.'), 'opcua-pki');
+        // OPC UA (node-opcua) is loaded only once a service declares it: gateways without OPC UA
+        // keep their start-up time and memory.
+        let opcua: OpcuaRuntimeSupport | undefined;
+        const opcuaSupport = () =>
+          (opcua ??= { support: createOpcuaSupport({ pkiDir, log }), defaultHost: deps.host ?? '0.0.0.0', ...(deps.opcuaAccess ? { access: deps.opcuaAccess } : {}) });
+        const cat = createServiceCatalog({
+          dir,
+          log,
+          debounceMs: config.watchDebounceMs,
+          apply: async (services) => {
+            if (!runtime) throw new ConflictError('protocol mapping is not running');
+            if (usesOpcua(services)) opcuaSupport();
+            const changes = await runtime.apply(services);
+            await pruneOperations();
+            return changes;
+          },
+          plan: (services) => runtime!.plan(services),
+        });
+        const services = cat.load();
+        if (usesOpcua(services)) opcuaSupport();
         runtime = createMappingRuntime({
           services,
           dataPlane: b?.dataPlane(),
@@ -93,19 +156,28 @@ export function createMappingService(deps: {
           limits,
           agentName: agentName(),
           ...(deps.timers ? { timers: deps.timers } : {}),
-          ...(usesOpcua
-            ? { opcua: { support: createOpcuaSupport({ pkiDir, log }), defaultHost: deps.host ?? '0.0.0.0', ...(deps.opcuaAccess ? { access: deps.opcuaAccess } : {}) } }
-            : {}),
+          ...(operations ? { targets: operations } : {}),
+          // Resolved when a resource is built: OPC UA support may arrive with a later service.
+          get opcua() {
+            return opcua;
+          },
         });
+        catalog = cat;
+        await pruneOperations();
         runtime.start();
+        if (config.watch) cat.watch();
         log.info('protocol mapping started', {
           servicesDir: dir,
           services: services.map((s) => s.id),
           resources: services.reduce((n, s) => n + s.resources.length, 0),
-          skippedFiles: problems.length,
+          skippedFiles: cat.list().filter((s) => s.state === 'refused').length,
+          watching: config.watch,
         });
       },
       async stop() {
+        const c = catalog;
+        catalog = undefined;
+        await c?.close();
         const r = runtime;
         runtime = undefined;
         await r?.stop();

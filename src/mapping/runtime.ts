@@ -1,105 +1,35 @@
-// The protocol-mapping runtime (DESIGN §11): drives every resource's currentState toward its
-// targetState and moves data between the protocols and the embedded broker (the data plane).
-//
-// States
-// - Connection: disconnected → connecting → connected; a failed attempt or a lost connection →
-//   reconnecting, retried after 1 s, 2 s, 4 s ... at most 30 s (reset once connected);
-//   disconnect: disconnecting → disconnected. Opcua without OPC UA support (deps.opcua absent):
-//   stays disconnected with a message.
-// - Endpoint: disabled → enabling → enabled; disabling → disabled. It stays (or goes back to)
-//   enabling while its connection is not connected.
-// - Mapping: disabled → enabling → enabled (once subscribed on the data plane); disabling → disabled.
-// - Server::Opcua: disabled → enabling → enabled (listening); a failed start is retried with the
-//   connection backoff. Node::Opcua: enabling while its server is not enabled, enabled once its
-//   variables are in the server's address space. Without OPC UA support (deps.opcua absent) both
-//   stay disabled with "OPC UA is not available in this build".
-//
-// Data
-// - read endpoints publish readings to <topic> (Modbus and Http every pollIntervalMs, Mqtt per
-//   message of the external broker) and answer <topic>/req on <topic>/res with a fresh reading
-//   (Mqtt: the last message, or null);
-// - write endpoints write what arrives on <topic>/set;
-// - mapping items subscribe to their source (named wildcards `+name` fill $context.vars) and
-//   publish the result to their target (`{name}` filled) or to a write endpoint's <topic>/set.
-// - filter (falsy result: dropped) and then transform apply to every value; /res answers apply
-//   the transform only.
+// The protocol-mapping runtime (DESIGN §11): the registry of every resource of the running
+// services, built from their definitions; each resource drives its currentState toward its
+// targetState (connection-resource.ts, endpoint-resource.ts, mapping-resource.ts,
+// opcua-resources.ts) and moves data between the protocols and the embedded broker (the data
+// plane, runtime-context.ts).
 import type { DataPlane } from '../mqtt/index.js';
 import type { Logger } from '../log/index.js';
 import { NotFoundError } from '../errors/errors.js';
+import { ConnectionResource } from './connection-resource.js';
 import { createHttpDriver, type HttpConfiguration } from './drivers/http.js';
 import { createModbusDriver, type ModbusConfiguration } from './drivers/modbus.js';
+import { createSerialLines } from './drivers/serial-lines.js';
 import { createMqttDriver, type MqttConfiguration } from './drivers/mqtt.js';
 import { createOpcuaDriver, type OpcuaConfiguration } from './drivers/opcua.js';
-import type { OpcuaSupport } from './opcua-support.js';
-import { OpcuaServerError, startOpcuaServer, type NodeDef, type OpcuaAccess, type OpcuaServerHandle, type RunningNode, type ServerOptions } from './opcua-server.js';
-import { DeviceError, realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
-import { compileRule, type CompiledRule, type RuleContext, type RuleLimits } from './rules.js';
-import type { ConnectionDef, EndpointDef, MappingDef, MappingItemDef, NodeSetDef, ServerDef, ServiceDef } from './service-files.js';
-import { decodePayload, encodePayload, fillTopic, parseNamedFilter, varsOf, type NamedFilter } from './topics.js';
+import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
+import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
+import { MappingResource } from './mapping-resource.js';
+import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
+import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
+import type { RuleLimits } from './rules.js';
+import { createRuntimeContext, OPCUA_UNAVAILABLE } from './runtime-context.js';
+import type { ConnectionDef, ServiceDef } from './service-files.js';
 
-export const OPCUA_UNAVAILABLE = 'OPC UA is not available in this build';
-export const BACKOFF_INITIAL_MS = 1000;
-export const BACKOFF_MAX_MS = 30_000;
-/** Messages a mapping or endpoint processes at once; more are dropped (counted, logged). */
-const MAX_IN_FLIGHT = 1000;
-/**
- * A message produced by a mapping may feed further mappings, at most this many times in a row:
- * a loop (a → b → a, or a/# → a/x) stops instead of spinning the gateway's CPU.
- */
-export const MAX_MAPPING_HOPS = 8;
+export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+export type { ResourceChanges } from './definition-diff.js';
+export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
 
-export type ConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'disconnecting';
-export type EnableState = 'disabled' | 'enabling' | 'enabled' | 'disabling';
-
-export interface ConnectionView {
-  id: string;
-  currentState: ConnectionState;
-  targetState: 'connected' | 'disconnected';
-  connection: Record<string, unknown>;
-  agentName: string;
-  message?: string;
-}
-export interface EndpointView {
-  id: string;
-  currentState: EnableState;
-  targetState: 'enabled' | 'disabled';
-  connectionId: string;
-  operation: string;
-  address: Record<string, unknown>;
-  agentName: string;
-  message?: string;
-}
-export interface MappingView {
-  id: string;
-  currentState: EnableState;
-  targetState: 'enabled' | 'disabled';
-  mappings: Record<string, unknown>[];
-  agentName: string;
-  message?: string;
-}
-export interface ServerView {
-  id: string;
-  options: Record<string, unknown>;
-  /** The server's endpoint URL while it runs. */
-  endpointUrl?: string;
-  currentState: EnableState;
-  targetState: 'enabled' | 'disabled';
-  protocol: string;
-  agentName: string;
-  message?: string;
-}
-export interface NodeSetView {
-  id: string;
-  currentState: EnableState;
-  targetState: 'enabled' | 'disabled';
-  nodes: Record<string, unknown>[];
-  agentName: string;
-  message?: string;
-}
-export interface TopicsView {
-  endpoints: { id: string; topics: string[] }[];
-  mappings: { id: string; topics: string[] }[];
-  nodes: { id: string; topics: string[] }[];
+/** Target states set by operations, bound to the definition they were set against (DESIGN §13). */
+export interface StoredTargets {
+  /** The target an operation set for resource `id` while its definition hash was `definitionHash`. */
+  get(id: string, definitionHash: string): string | undefined;
 }
 
 export interface MappingRuntimeDeps {
@@ -113,18 +43,48 @@ export interface MappingRuntimeDeps {
   /** Tests may replace the protocol drivers. */
   driverFor?: (def: ConnectionDef) => ConnectionDriver;
   /** OPC UA (client and server); absent: OPC UA resources report OPCUA_UNAVAILABLE. */
-  opcua?: {
-    support: OpcuaSupport;
-    /** gatewayd's users and permissions for the server's sessions; absent: anonymous only. */
-    access?: OpcuaAccess;
-    /** The bind address of the server when its options name none (the gateway's host). */
-    defaultHost: string;
-  };
+  opcua?: OpcuaRuntimeSupport;
+  /** Operations' target states that outlive a restart; absent: every target comes from the files. */
+  targets?: StoredTargets;
+}
+
+/** Per connection: its state and what went through it since it was (re)built. */
+export interface ConnectionStats {
+  id: string;
+  serviceId: string;
+  protocol: string;
+  state: ConnectionState;
+  /** Readings taken from the device (polls, /req answers, messages it pushed). */
+  reads: number;
+  /** Values written to the device. */
+  writes: number;
+  /** Reads, writes and rule evaluations that failed. */
+  failures: number;
+  /** Messages published on the data plane (readings, /res answers, write acknowledgements). */
+  published: number;
+}
+
+export interface MappingStats {
+  services: number;
+  resources: number;
+  connections: ConnectionStats[];
 }
 
 export interface MappingRuntime {
   start(): void;
   stop(): Promise<void>;
+  /**
+   * Runs `services` instead of the current ones: resources whose definition (or what they run
+   * on) changed are stopped and started again, new ones started, removed ones stopped; the
+   * others keep running untouched. Resolves once every stopped resource is closed and every
+   * new one started (connecting, enabling...). Calls are queued: one apply at a time.
+   */
+  apply(services: ServiceDef[]): Promise<ResourceChanges>;
+  /** What apply(services) would change, without changing anything. */
+  plan(services: ServiceDef[]): ResourceChanges;
+  /** The hash of a running resource's definition (what a stored operation is bound to). */
+  definitionHash(id: string): string | undefined;
+  stats(): MappingStats;
   listConnections(): ConnectionView[];
   getConnection(id: string): ConnectionView;
   setConnectionOperation(id: string, operation: 'connect' | 'disconnect'): ConnectionView;
@@ -146,676 +106,120 @@ export interface MappingRuntime {
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-function defaultDriver(def: ConnectionDef): ConnectionDriver {
-  switch (def.protocol) {
-    case 'Modbus':
-      return createModbusDriver(def.configuration as ModbusConfiguration);
-    case 'Mqtt':
-      return createMqttDriver(def.configuration as MqttConfiguration, `gatewayd-${def.id}`.slice(0, 23));
-    case 'Http':
-      return createHttpDriver(def.configuration as HttpConfiguration);
-    default:
-      throw new Error(OPCUA_UNAVAILABLE);
-  }
-}
-
-function endpointTopicList(def: EndpointDef): string[] {
-  return def.operation === 'read' ? [def.topic, `${def.topic}/req`, `${def.topic}/res`] : [`${def.topic}/set`];
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
-  const { dataPlane, log, limits, agentName } = deps;
-  const timers = deps.timers ?? realTimers;
-  const driverFor = deps.driverFor ?? defaultDriver;
-  const opcua = deps.opcua;
-  /** Bound on closing an OPC UA server at stop or disable. */
-  const SERVER_STOP_MS = 3000;
-  let stopped = false;
-  const waiters = new Set<{ pred: () => boolean; resolve: () => void }>();
-  const changed = () => {
-    for (const w of [...waiters]) {
-      if (w.pred()) {
-        waiters.delete(w);
-        w.resolve();
-      }
+/** The drivers of the protocols; Modbus RTU connections share the serial lines of one runtime. */
+function defaultDrivers(): (def: ConnectionDef) => ConnectionDriver {
+  const lines = createSerialLines();
+  return (def) => {
+    switch (def.protocol) {
+      case 'Modbus':
+        return createModbusDriver(def.configuration as ModbusConfiguration, { lines });
+      case 'Mqtt':
+        return createMqttDriver(def.configuration as MqttConfiguration, `gatewayd-${def.id}`.slice(0, 23));
+      case 'Http':
+        return createHttpDriver(def.configuration as HttpConfiguration);
+      default:
+        throw new Error(OPCUA_UNAVAILABLE);
     }
   };
+}
 
-  const rule = (src: string | undefined) => (src === undefined ? undefined : compileRule(src, limits));
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
 
-  /** filter then transform; undefined: dropped. */
-  async function apply(value: unknown, context: RuleContext, filter: CompiledRule | undefined, transform: CompiledRule | undefined): Promise<{ value: unknown } | undefined> {
-    if (filter) {
-      const keep = await filter.evaluate(value, context);
-      if (!keep) return undefined;
+export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
+  const { log, agentName } = deps;
+  const ctx = createRuntimeContext({ dataPlane: deps.dataPlane, log, timers: deps.timers ?? realTimers, agentName, limits: deps.limits });
+  const driverFor = deps.driverFor ?? defaultDrivers();
+  // Read when resources are built: OPC UA support may come with a later service.
+  const opcuaNow = () => deps.opcua;
+
+  const connections = new Map<string, ConnectionResource>();
+  const endpoints = new Map<string, EndpointResource>();
+  const mappings = new Map<string, MappingResource>();
+  const servers = new Map<string, ServerResource>();
+  const nodeSets = new Map<string, NodeSetResource>();
+  /** The definitions running now, keyed (hash, run key). */
+  let running = new Map<string, KeyedResource>();
+  let serviceCount = 0;
+  let started = false;
+
+  const newConnection = (def: ConnectionDef): ConnectionResource => {
+    const opcua = opcuaNow();
+    if (def.protocol === 'Opcua' && !deps.driverFor) {
+      if (!opcua) return new ConnectionResource(ctx, def, undefined, OPCUA_UNAVAILABLE);
+      return new ConnectionResource(ctx, def, createOpcuaDriver(def.configuration as OpcuaConfiguration, { support: opcua.support, log, id: def.id }));
     }
-    return { value: transform ? await transform.evaluate(value, context) : value };
+    return new ConnectionResource(ctx, def, driverFor(def));
+  };
+
+  /** Builds the resources of `keyed` (dependencies first) and registers them; `targetOf` gives each its target. */
+  function build(keyed: KeyedResource[], targetOf: (k: KeyedResource) => string | undefined): Resource[] {
+    const built: Resource[] = [];
+    const add = <R extends Resource>(map: Map<string, R>, r: R, k: KeyedResource) => {
+      const target = targetOf(k);
+      if (target !== undefined) r.target = target as never;
+      map.set(k.def.id, r);
+      built.push(r);
+    };
+    for (const k of keyed) if (k.def.kind === 'connection') add(connections, newConnection(k.def), k);
+    const opcua = opcuaNow();
+    for (const k of keyed) if (k.def.kind === 'server') add(servers, new ServerResource(ctx, k.def, opcua), k);
+    for (const k of keyed) if (k.def.kind === 'endpoint') add(endpoints, new EndpointResource(ctx, k.def, connections.get(k.def.connectionId)!), k);
+    for (const k of keyed) if (k.def.kind === 'nodes') add(nodeSets, new NodeSetResource(ctx, k.def, servers.get(k.def.serverId)!, opcua !== undefined), k);
+    for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
+    return built;
   }
+  const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
+  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id);
+  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets].some((m) => m.delete(id));
 
-  /** Mapping generation of each payload a mapping published (absent: 0, from a client or endpoint). */
-  const hops = new WeakMap<Buffer, number>();
+  /** Keys of the service definitions seen (unchanged files are the same objects: not hashed again). */
+  const keyCache = new WeakMap<ServiceDef, KeyedResource[]>();
+  running = keyResources(deps.services, keyCache);
+  serviceCount = deps.services.length;
+  build([...running.values()], storedTarget);
 
-  function publish(topic: string, value: unknown): Promise<void> {
-    if (!dataPlane) return Promise.resolve();
-    return dataPlane.publish(topic, encodePayload(value));
+  /** Order of stopping: what uses others first (mappings, node sets, endpoints), then what they use. */
+  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource ? 0 : r instanceof EndpointResource ? 1 : 2);
+
+  async function applyNow(services: ServiceDef[]): Promise<ResourceChanges> {
+    const next = keyResources(services, keyCache);
+    const changes = diffResources(running, next);
+    if (ctx.stopped()) return changes;
+    // Restarted resources keep a target set by an operation when their own definition is the same.
+    const previousTarget = new Map<string, string>();
+    const leaving = [...changes.removed, ...changes.restarted].map((id) => resourceOf(id)!).filter(Boolean);
+    for (const id of changes.restarted) if (running.get(id)!.hash === next.get(id)!.hash) previousTarget.set(id, resourceOf(id)!.target);
+    for (const id of [...changes.removed, ...changes.restarted]) unregister(id);
+    for (const order of [0, 1, 2]) await Promise.all(leaving.filter((r) => stopOrder(r) === order).map((r) => r.retire()));
+    for (const id of changes.retargeted) {
+      const r = resourceOf(id)!;
+      const k = next.get(id)!;
+      r.target = (storedTarget(k) ?? k.def.targetState) as never;
+    }
+    const built = build(
+      [...changes.added, ...changes.restarted].map((id) => next.get(id)!),
+      (k) => previousTarget.get(k.def.id) ?? storedTarget(k),
+    );
+    running = next;
+    serviceCount = services.length;
+    if (started) for (const r of [...changes.retargeted.map((id) => resourceOf(id)!), ...built]) r.reconcile();
+    ctx.changed();
+    const { added, restarted, retargeted, removed } = changes;
+    if (added.length + restarted.length + retargeted.length + removed.length) log.info('mapping applied', { added, restarted, retargeted, removed, unchanged: changes.unchanged.length });
+    return changes;
   }
-
-  // ---------------------------------------------------------------- connections
-
-  class ConnectionRt {
-    current: ConnectionState = 'disconnected';
-    target: 'connected' | 'disconnected';
-    message: string | undefined;
-    attempt = 0;
-    timer: unknown;
-    busy = false;
-    driver: ConnectionDriver | undefined;
-    readonly endpoints: EndpointRt[] = [];
-    constructor(readonly def: ConnectionDef) {
-      this.target = def.targetState;
-      if (def.protocol === 'Opcua' && !deps.driverFor) {
-        if (opcua) this.driver = createOpcuaDriver(def.configuration as OpcuaConfiguration, { support: opcua.support, log, id: def.id });
-        else this.message = OPCUA_UNAVAILABLE;
-      } else this.driver = driverFor(def);
-      this.driver?.onLost((reason) => this.lost(reason));
-    }
-    view(): ConnectionView {
-      const { password: _p, headers: _h, ...configuration } = this.def.configuration as Record<string, unknown>;
-      // Credentials in a URL (mqtt://user:pass@host) are not returned either.
-      if (typeof configuration.url === 'string') configuration.url = configuration.url.replace(/\/\/[^/@]*@/, '//***@');
-      const v: ConnectionView = { id: this.def.id, currentState: this.current, targetState: this.target, connection: { protocol: this.def.protocol, ...configuration }, agentName };
-      if (this.message !== undefined) v.message = this.message;
-      return v;
-    }
-    set(state: ConnectionState) {
-      if (this.current === state) return;
-      log.debug('connection state', { id: this.def.id, from: this.current, to: state });
-      this.current = state;
-      for (const ep of this.endpoints) ep.reconcile();
-      changed();
-    }
-    reconcile(): void {
-      if (this.busy || !this.driver) return;
-      const driver = this.driver;
-      if (this.target === 'connected' && !stopped) {
-        if (this.current === 'connected') return;
-        if (this.current === 'reconnecting' && this.timer !== undefined) return; // waiting for the retry
-        if (this.current === 'disconnected' || this.current === 'disconnecting') this.set('connecting');
-        this.busy = true;
-        driver.connect().then(
-          () => {
-            this.busy = false;
-            this.attempt = 0;
-            this.message = undefined;
-            log.info('connection connected', { id: this.def.id, protocol: this.def.protocol });
-            this.set('connected');
-            this.reconcile();
-          },
-          (err: unknown) => {
-            this.busy = false;
-            this.message = errorText(err);
-            if (this.target !== 'connected' || stopped) {
-              this.set('disconnected');
-              return this.reconcile();
-            }
-            this.retry();
-          },
-        );
-        return;
-      }
-      this.cancelRetry();
-      if (this.current === 'disconnected') return;
-      if (this.current === 'reconnecting' || this.current === 'connecting') {
-        // Not connected (a connect in flight finishes first: busy).
-        this.set('disconnected');
-        return;
-      }
-      this.set('disconnecting');
-      this.busy = true;
-      driver
-        .disconnect()
-        .catch(() => undefined)
-        .then(() => {
-          this.busy = false;
-          this.set('disconnected');
-          this.reconcile();
-        });
-    }
-    retry() {
-      const delay = Math.min(BACKOFF_INITIAL_MS * 2 ** this.attempt, BACKOFF_MAX_MS);
-      if (delay < BACKOFF_MAX_MS) this.attempt++;
-      log.info('connection failed, retrying', { id: this.def.id, protocol: this.def.protocol, retryInMs: delay, reason: this.message });
-      this.set('reconnecting');
-      this.timer = timers.setTimeout(() => {
-        this.timer = undefined;
-        this.reconcile();
-      }, delay);
-      changed(); // the retry is scheduled (the state may not have changed)
-    }
-    cancelRetry() {
-      if (this.timer !== undefined) timers.clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    lost(reason: string) {
-      if (this.current !== 'connected') return;
-      this.message = reason;
-      log.warn('connection lost', { id: this.def.id, protocol: this.def.protocol, reason });
-      this.attempt = 0;
-      if (this.target === 'connected' && !stopped) this.retry();
-      else this.set('disconnected');
-    }
-    async shutdown() {
-      this.cancelRetry();
-      if (this.driver) await this.driver.disconnect().catch(() => undefined);
-    }
-  }
-
-  // ---------------------------------------------------------------- endpoints
-
-  /**
-   * What endpoints, mappings, servers and node sets share: the enable state machine's fields,
-   * state changes (logged, then announced), the message in views, and the disable sequence.
-   */
-  abstract class EnableableRt {
-    current: EnableState = 'disabled';
-    target: 'enabled' | 'disabled';
-    message: string | undefined;
-    constructor(
-      readonly kind: string,
-      readonly id: string,
-      target: 'enabled' | 'disabled',
-    ) {
-      this.target = target;
-    }
-    set(state: EnableState) {
-      if (this.current === state) return;
-      log.debug(`${this.kind} state`, { id: this.id, from: this.current, to: state });
-      this.current = state;
-      this.onState();
-      changed();
-    }
-    /** Called on every state change, before the change is announced. */
-    onState(): void {}
-    withMessage<V extends { message?: string }>(view: V): V {
-      if (this.message !== undefined) view.message = this.message;
-      return view;
-    }
-    /** Stops what an enabled resource runs (endpoints' polls and subscriptions, node sets' nodes). */
-    stopActivity: (() => void) | undefined;
-    halt() {
-      const stop = this.stopActivity;
-      this.stopActivity = undefined;
-      stop?.();
-    }
-    /** disabling → stop what runs → disabled (nothing when already disabled). */
-    disable(stop: () => void): void {
-      if (this.current === 'disabled') return;
-      this.set('disabling');
-      stop();
-      this.set('disabled');
-    }
-  }
-
-  class EndpointRt extends EnableableRt {
-    busy = false;
-    readonly filter: CompiledRule | undefined;
-    readonly transform: CompiledRule | undefined;
-    inFlight = 0;
-    dropped = 0;
-    /** The last failure logged at info/warn; repeats (every poll) go to debug. */
-    lastError: string | undefined;
-    constructor(
-      readonly def: EndpointDef,
-      readonly conn: ConnectionRt,
-    ) {
-      super('endpoint', def.id, def.targetState);
-      this.filter = rule(def.filter);
-      this.transform = rule(def.transform);
-      conn.endpoints.push(this);
-    }
-    view(): EndpointView {
-      return this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName });
-    }
-    context(topic: string): RuleContext {
-      return { topic, vars: {}, label: this.def.name };
-    }
-    reconcile(): void {
-      if (this.busy) return;
-      const up = this.conn.current === 'connected';
-      if (this.target === 'enabled' && !stopped) {
-        if (this.current === 'enabled') {
-          if (up) return;
-          this.halt();
-          this.set('enabling');
-          return;
-        }
-        this.set('enabling');
-        if (!up) return;
-        this.busy = true;
-        this.activate().then(
-          (stop) => {
-            this.busy = false;
-            this.stopActivity = stop;
-            this.message = undefined;
-            this.set('enabled');
-            this.reconcile();
-          },
-          (err: unknown) => {
-            this.busy = false;
-            this.message = errorText(err);
-            log.warn('endpoint could not start', { id: this.def.id, error: this.message });
-            // Stays enabling; retried on the connection's next change.
-          },
-        );
-        return;
-      }
-      this.disable(() => this.halt());
-    }
-    /** Starts what the endpoint does; resolves its stop function. */
-    async activate(): Promise<() => void> {
-      const def = this.def;
-      const driver = this.conn.driver!;
-      const stops: Array<() => void> = [];
-      const stopAll = () => {
-        for (const s of stops.splice(0)) s();
-      };
-      try {
-        if (def.operation === 'read') {
-          if (dataPlane) {
-            stops.push(
-              dataPlane.subscribe(`${def.topic}/req`, (topic) =>
-                this.guard(topic, async () => {
-                  const value = await driver.read(def);
-                  const ctx = this.context(topic);
-                  await publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
-                }),
-              ),
-            );
-          }
-          if (driver.subscribe && (def.protocol === 'Mqtt' || (def.protocol === 'Opcua' && def.address.samplingIntervalMs !== undefined))) {
-            stops.push(
-              await driver.subscribe(def, (topic, value) =>
-                this.guard(topic, async () => {
-                  const out = await apply(value, this.context(topic), this.filter, this.transform);
-                  if (out) await publish(def.topic, out.value);
-                }),
-              ),
-            );
-          }
-          if (def.pollIntervalMs !== undefined) stops.push(this.poll(driver, def.pollIntervalMs));
-        } else if (dataPlane) {
-          stops.push(
-            dataPlane.subscribe(`${def.topic}/set`, (topic, payload) =>
-              this.guard(topic, async () => {
-                const out = await apply(decodePayload(payload), this.context(topic), this.filter, this.transform);
-                if (out) await driver.write(def, out.value);
-              }),
-            ),
-          );
-        }
-      } catch (err) {
-        stopAll();
-        throw err;
-      }
-      return stopAll;
-    }
-    poll(driver: ConnectionDriver, intervalMs: number): () => void {
-      let active = true;
-      let timer: unknown;
-      const tick = () => {
-        timer = undefined;
-        if (!active) return;
-        this.guard(this.def.topic, async () => {
-          const value = await driver.read(this.def);
-          const out = await apply(value, this.context(this.def.topic), this.filter, this.transform);
-          if (out && active) await publish(this.def.topic, out.value);
-        }).finally(() => {
-          if (active) timer = timers.setTimeout(tick, intervalMs);
-        });
-      };
-      timer = timers.setTimeout(tick, 0);
-      return () => {
-        active = false;
-        if (timer !== undefined) timers.clearTimeout(timer);
-      };
-    }
-    /** Runs one unit of work with a bound on concurrency; failures are logged, never thrown. */
-    guard(topic: string, work: () => Promise<void>): Promise<void> {
-      if (this.inFlight >= MAX_IN_FLIGHT) {
-        if (this.dropped++ % 1000 === 0) log.warn('endpoint overloaded, message dropped', { id: this.def.id, dropped: this.dropped });
-        return Promise.resolve();
-      }
-      this.inFlight++;
-      return work()
-        .then(() => {
-          this.lastError = undefined;
-        })
-        .catch((err: unknown) => {
-          const text = errorText(err);
-          const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
-          this.lastError = text;
-          log[level]('endpoint operation failed', { id: this.def.id, topic, error: text });
-        })
-        .finally(() => {
-          this.inFlight--;
-        });
-    }
-  }
-
-  // ---------------------------------------------------------------- mappings
-
-  interface ItemRt {
-    def: MappingItemDef;
-    source: NamedFilter;
-    target: string;
-    viaEndpoint: boolean;
-    filter: CompiledRule | undefined;
-    transform: CompiledRule | undefined;
-  }
-
-  class MappingRt extends EnableableRt {
-    readonly items: ItemRt[];
-    subs: Array<() => void> = [];
-    inFlight = 0;
-    dropped = 0;
-    constructor(readonly def: MappingDef) {
-      super('mapping', def.id, def.targetState);
-      this.items = def.mappings.map((m) => {
-        const sourceTopic = m.sourceEndpoint !== undefined ? endpoints.get(m.sourceEndpoint)!.def.topic : m.source!;
-        const targetTopic = m.targetEndpoint !== undefined ? `${endpoints.get(m.targetEndpoint)!.def.topic}/set` : m.target!;
-        return { def: m, source: parseNamedFilter(sourceTopic), target: targetTopic, viaEndpoint: m.targetEndpoint !== undefined, filter: rule(m.filter), transform: rule(m.transform) };
-      });
-      if (!dataPlane) this.message = 'the embedded broker is not running (mqtt.enabled is false)';
-    }
-    view(): MappingView {
-      return this.withMessage<MappingView>({ id: this.def.id, currentState: this.current, targetState: this.target, mappings: this.def.mappings as Record<string, unknown>[], agentName });
-    }
-    topics(): string[] {
-      return [...new Set(this.items.flatMap((i) => [i.source.filter, i.target]))];
-    }
-    reconcile(): void {
-      if (this.target === 'enabled' && !stopped) {
-        if (this.current === 'enabled') return;
-        this.set('enabling');
-        if (!dataPlane) return;
-        try {
-          for (const item of this.items) this.subs.push(dataPlane.subscribe(item.source.filter, (topic, payload) => this.handle(item, topic, payload)));
-        } catch (err) {
-          this.unsubscribe();
-          this.message = errorText(err);
-          return;
-        }
-        this.message = undefined;
-        this.set('enabled');
-        return;
-      }
-      this.disable(() => this.unsubscribe());
-    }
-    unsubscribe() {
-      for (const u of this.subs.splice(0)) u();
-    }
-    handle(item: ItemRt, topic: string, payload: Buffer) {
-      if (this.current !== 'enabled') return;
-      const hop = hops.get(payload) ?? 0;
-      if (hop >= MAX_MAPPING_HOPS) {
-        if (this.dropped++ % 1000 === 0) log.warn('mapping loop stopped', { id: this.def.id, topic, hops: hop, dropped: this.dropped });
-        return;
-      }
-      if (this.inFlight >= MAX_IN_FLIGHT) {
-        if (this.dropped++ % 1000 === 0) log.warn('mapping overloaded, message dropped', { id: this.def.id, dropped: this.dropped });
-        return;
-      }
-      this.inFlight++;
-      const vars = varsOf(item.source, topic);
-      const context: RuleContext = { topic, vars, label: item.def.label ?? this.def.name };
-      apply(decodePayload(payload), context, item.filter, item.transform)
-        .then(async (out) => {
-          if (!out || !dataPlane) return;
-          const buf = encodePayload(out.value);
-          hops.set(buf, hop + 1);
-          await dataPlane.publish(item.viaEndpoint ? item.target : fillTopic(item.target, vars), buf);
-        })
-        .catch((err: unknown) => log.warn('mapping failed', { id: this.def.id, topic, error: errorText(err) }))
-        .finally(() => {
-          this.inFlight--;
-        });
-    }
-  }
-
-  // ---------------------------------------------------------------- OPC UA server and node sets
-
-  class ServerRt extends EnableableRt {
-    busy = false;
-    attempt = 0;
-    timer: unknown;
-    handle: OpcuaServerHandle | undefined;
-    readonly nodeSets: NodeSetRt[] = [];
-    constructor(readonly def: ServerDef) {
-      super('server', def.id, def.targetState);
-      if (!opcua) this.message = OPCUA_UNAVAILABLE;
-    }
-    view(): ServerView {
-      const v: ServerView = { id: this.def.id, options: this.def.options, currentState: this.current, targetState: this.target, protocol: this.def.protocol, agentName };
-      if (this.handle) v.endpointUrl = this.handle.endpointUrl;
-      return this.withMessage(v);
-    }
-    override onState(): void {
-      for (const n of this.nodeSets) n.reconcile();
-    }
-    reconcile(): void {
-      if (!opcua || this.busy) return;
-      if (this.target === 'enabled' && !stopped) {
-        if (this.current === 'enabled' || this.timer !== undefined) return;
-        this.set('enabling');
-        this.busy = true;
-        startOpcuaServer({ support: opcua.support, log, serverId: this.def.id, options: this.def.options as ServerOptions, defaultHost: opcua.defaultHost, access: opcua.access }).then(
-          (handle) => {
-            if (this.target !== 'enabled' || stopped) {
-              // Disabled (or the daemon stopping) meanwhile: close it again, still busy.
-              void handle
-                .stop(SERVER_STOP_MS)
-                .catch(() => undefined)
-                .then(() => {
-                  this.busy = false;
-                  this.set('disabled');
-                  this.reconcile();
-                });
-              return;
-            }
-            this.busy = false;
-            this.handle = handle;
-            this.attempt = 0;
-            this.message = undefined;
-            log.info('OPC UA server started', { id: this.def.id, endpointUrl: handle.endpointUrl });
-            this.set('enabled');
-          },
-          (err: unknown) => {
-            this.busy = false;
-            this.message = errorText(err);
-            if (this.target !== 'enabled' || stopped) {
-              this.set('disabled');
-              return this.reconcile();
-            }
-            if (err instanceof OpcuaServerError && /allowAnonymous/.test(this.message)) {
-              log.error('OPC UA server not started', { id: this.def.id, reason: this.message });
-              return; // a configuration problem: no retry
-            }
-            const delay = Math.min(BACKOFF_INITIAL_MS * 2 ** this.attempt, BACKOFF_MAX_MS);
-            if (delay < BACKOFF_MAX_MS) this.attempt++;
-            log.warn('OPC UA server failed to start, retrying', { id: this.def.id, retryInMs: delay, reason: this.message });
-            this.timer = timers.setTimeout(() => {
-              this.timer = undefined;
-              this.reconcile();
-            }, delay);
-            changed();
-          },
-        );
-        return;
-      }
-      if (this.timer !== undefined) timers.clearTimeout(this.timer);
-      this.timer = undefined;
-      if (this.current === 'disabled') return;
-      const handle = this.handle;
-      this.handle = undefined;
-      this.set('disabling'); // node sets halt (back to enabling)
-      if (!handle) return this.set('disabled');
-      this.busy = true;
-      handle
-        .stop(SERVER_STOP_MS)
-        .catch(() => undefined)
-        .then(() => {
-          this.busy = false;
-          log.info('OPC UA server stopped', { id: this.def.id });
-          this.set('disabled');
-          this.reconcile();
-        });
-    }
-    /** Resolves once the server is closed (bounded). */
-    async shutdown(): Promise<void> {
-      if (this.timer !== undefined) timers.clearTimeout(this.timer);
-      this.timer = undefined;
-      await waitFor(() => !this.busy, SERVER_STOP_MS + 15_000).catch(() => undefined);
-      const handle = this.handle;
-      this.handle = undefined;
-      if (handle) await handle.stop(SERVER_STOP_MS);
-    }
-  }
-
-  class NodeSetRt extends EnableableRt {
-    readonly transforms: Array<CompiledRule | undefined>;
-    constructor(
-      readonly def: NodeSetDef,
-      readonly server: ServerRt,
-    ) {
-      super('node set', def.id, def.targetState);
-      this.transforms = (def.nodes as unknown as NodeDef[]).map((n) => rule(n.transform));
-      if (!opcua) this.message = OPCUA_UNAVAILABLE;
-      server.nodeSets.push(this);
-    }
-    view(): NodeSetView {
-      return this.withMessage<NodeSetView>({ id: this.def.id, currentState: this.current, targetState: this.target, nodes: this.def.nodes, agentName });
-    }
-    topics(): string[] {
-      return (this.def.nodes as unknown as NodeDef[]).flatMap((n) => (n.access ?? 'read') === 'read' ? [n.topic] : (n.access === 'write' ? [setTopicOf(n)] : [n.topic, setTopicOf(n)]));
-    }
-    reconcile(): void {
-      if (!opcua) return;
-      const handle = this.server.current === 'enabled' ? this.server.handle : undefined;
-      if (this.target === 'enabled' && !stopped) {
-        if (this.current === 'enabled') {
-          if (handle) return;
-          this.halt();
-          this.set('enabling');
-          return;
-        }
-        this.set('enabling');
-        if (!handle) {
-          if (this.server.target !== 'enabled') this.message = `server ${this.server.def.id} is not enabled`;
-          return;
-        }
-        try {
-          this.stopActivity = this.activate(handle);
-          this.message = undefined;
-          this.set('enabled');
-        } catch (err) {
-          this.message = errorText(err);
-          log.warn('node set could not start', { id: this.def.id, error: this.message });
-        }
-        return;
-      }
-      this.disable(() => this.halt());
-    }
-    activate(handle: OpcuaServerHandle): () => void {
-      const defs = this.def.nodes as unknown as NodeDef[];
-      const added = handle.addNodeSet(
-        this.def.name,
-        this.def.id,
-        defs.map((d) => ({
-          def: d,
-          setTopic: setTopicOf(d),
-          publishWrite: (value: unknown) => {
-            if (!dataPlane) return Promise.reject(new Error('the embedded broker is not running'));
-            log.debug('OPC UA write', { id: this.def.id, topic: setTopicOf(d) });
-            return publish(setTopicOf(d), value);
-          },
-        })),
-      );
-      const subs: Array<() => void> = [];
-      if (dataPlane) {
-        defs.forEach((d, i) => {
-          if ((d.access ?? 'read') === 'write') return;
-          const node: RunningNode = added.nodes[i]!;
-          const transform = this.transforms[i];
-          subs.push(
-            dataPlane.subscribe(d.topic, (topic, payload) => {
-              const value = decodePayload(payload);
-              if (!transform) return node.update(value);
-              transform.evaluate(value, { topic, vars: {}, label: d.browseName ?? this.def.name }).then(
-                (out) => node.update(out),
-                (err: unknown) => log.info('node transform failed', { id: this.def.id, topic, error: errorText(err) }),
-              );
-            }),
-          );
-        });
-      } else this.message = 'the embedded broker is not running (mqtt.enabled is false)';
-      return () => {
-        for (const u of subs.splice(0)) u();
-        added.remove();
-      };
-    }
-  }
-
-  function setTopicOf(n: NodeDef): string {
-    return n.setTopic ?? `${n.topic}/set`;
-  }
-
-  function waitFor(pred: () => boolean, timeoutMs: number): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise<void>((resolve, reject) => {
-      const w = {
-        pred,
-        resolve: () => {
-          clearTimeout(t);
-          resolve();
-        },
-      };
-      const t = setTimeout(() => {
-        waiters.delete(w);
-        reject(new Error(`condition not reached within ${timeoutMs} ms`));
-      }, timeoutMs);
-      waiters.add(w);
-    });
-  }
-
-  // ---------------------------------------------------------------- build
-
-  const connections = new Map<string, ConnectionRt>();
-  const endpoints = new Map<string, EndpointRt>();
-  const mappings = new Map<string, MappingRt>();
-  const servers = new Map<string, ServerRt>();
-  const nodeSets = new Map<string, NodeSetRt>();
-  const all = deps.services.flatMap((s) => s.resources);
-  for (const r of all) if (r.kind === 'connection') connections.set(r.id, new ConnectionRt(r));
-  for (const r of all) if (r.kind === 'endpoint') endpoints.set(r.id, new EndpointRt(r, connections.get(r.connectionId)!));
-  for (const r of all) if (r.kind === 'mapping') mappings.set(r.id, new MappingRt(r));
-  for (const r of all) if (r.kind === 'server') servers.set(r.id, new ServerRt(r));
-  for (const r of all) if (r.kind === 'nodes') nodeSets.set(r.id, new NodeSetRt(r, servers.get(r.serverId)!));
+  let applying: Promise<unknown> = Promise.resolve();
 
   const find = <T>(map: Map<string, T>, id: string, what: string): T => {
     const v = map.get(id);
     if (!v) throw new NotFoundError(`${what} not found`);
     return v;
   };
-  const serverView = (s: ServerRt): ServerView => s.view();
-  const nodeView = (n: NodeSetRt): NodeSetView => n.view();
   const sorted = <T extends { id: string }>(list: T[]) => list.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
   return {
     start() {
+      started = true;
       for (const c of connections.values()) c.reconcile();
       for (const e of endpoints.values()) e.reconcile();
       for (const m of mappings.values()) m.reconcile();
@@ -823,15 +227,29 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const n of nodeSets.values()) n.reconcile();
     },
     async stop() {
-      stopped = true;
+      ctx.stop();
+      await applying.catch(() => undefined);
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
       for (const n of nodeSets.values()) n.halt();
       await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown())));
-      await opcua?.support.dispose();
-      for (const w of waiters) w.resolve();
-      waiters.clear();
+      await opcuaNow()?.support.dispose();
+      ctx.releaseWaiters();
     },
+    apply(services) {
+      const run = applying.then(() => applyNow(services));
+      applying = run.catch(() => undefined);
+      return run;
+    },
+    plan: (services) => diffResources(running, keyResources(services, keyCache)),
+    definitionHash: (id) => running.get(id)?.hash,
+    stats: () => ({
+      services: serviceCount,
+      resources: running.size,
+      connections: sorted(
+        [...connections.values()].map((c) => ({ id: c.def.id, serviceId: c.def.serviceId, protocol: c.def.protocol, state: c.current, ...c.counters })),
+      ),
+    }),
     listConnections: () => sorted([...connections.values()].map((c) => c.view())),
     getConnection: (id) => find(connections, id, 'Connection').view(),
     setConnectionOperation(id, operation) {
@@ -839,7 +257,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       c.target = operation === 'connect' ? 'connected' : 'disconnected';
       log.info('connection operation', { id, operation });
       c.reconcile();
-      changed();
+      ctx.changed();
       return c.view();
     },
     listEndpoints: () => sorted([...endpoints.values()].map((e) => e.view())),
@@ -850,7 +268,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       e.target = operation === 'enable' ? 'enabled' : 'disabled';
       log.info('endpoint operation', { id, operation });
       e.reconcile();
-      changed();
+      ctx.changed();
       return e.view();
     },
     listMappings: () => sorted([...mappings.values()].map((m) => m.view())),
@@ -870,27 +288,27 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       m.target = operation === 'enable' ? 'enabled' : 'disabled';
       log.info('mapping operation', { id, operation });
       m.reconcile();
-      changed();
+      ctx.changed();
       return m.view();
     },
-    listServers: () => sorted([...servers.values()].map(serverView)),
-    getServer: (id) => serverView(find(servers, id, 'Server')),
+    listServers: () => sorted([...servers.values()].map((s) => s.view())),
+    getServer: (id) => find(servers, id, 'Server').view(),
     setServerOperation(id, operation) {
       const s = find(servers, id, 'Server');
       s.target = operation === 'enable' ? 'enabled' : 'disabled';
       log.info('server operation', { id, operation });
       s.reconcile();
       for (const n of s.nodeSets) n.reconcile();
-      changed();
-      return serverView(s);
+      ctx.changed();
+      return s.view();
     },
-    listNodes: () => sorted([...nodeSets.values()].map(nodeView)),
-    getNodeSet: (id) => nodeView(find(nodeSets, id, 'Node set')),
+    listNodes: () => sorted([...nodeSets.values()].map((n) => n.view())),
+    getNodeSet: (id) => find(nodeSets, id, 'Node set').view(),
     topics: () => ({
       endpoints: sorted([...endpoints.values()].map((e) => ({ id: e.def.id, topics: endpointTopicList(e.def) }))),
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),
       nodes: sorted([...nodeSets.values()].map((n) => ({ id: n.def.id, topics: n.topics() }))),
     }),
-    waitFor: (pred, timeoutMs = 10_000) => waitFor(pred, timeoutMs),
+    waitFor: (pred, timeoutMs = 10_000) => ctx.waitFor(pred, timeoutMs),
   };
 }

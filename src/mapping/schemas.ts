@@ -21,6 +21,21 @@ export const modbusConfigurationSchema: Schema = {
     timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 2000 },
   },
 };
+export const modbusRtuConfigurationSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['path'],
+  description: 'Modbus RTU over a serial line (RS-485/RS-232). Connections naming the same path share the line: its settings must agree; one request at a time per line.',
+  properties: {
+    path: { type: 'string', minLength: 1, maxLength: 1024, pattern: '^/', description: 'The serial device, e.g. /dev/ttyUSB0 or /dev/ttyAMA0.' },
+    baudRate: { type: 'integer', enum: [1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400], default: 9600 },
+    parity: { type: 'string', enum: ['none', 'even', 'odd'], default: 'even', description: 'Modbus over serial line: even by default.' },
+    dataBits: { type: 'integer', enum: [7, 8], default: 8 },
+    stopBits: { type: 'integer', enum: [1, 2], default: 1 },
+    unitId: { type: 'integer', minimum: 1, maximum: 247, default: 1, description: 'The slave address of the device on the line.' },
+    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 1000, description: 'How long to wait for an answer.' },
+  },
+};
 export const mqttConfigurationSchema: Schema = {
   type: 'object',
   additionalProperties: false,
@@ -71,9 +86,9 @@ export const connectionSchema: Schema = {
     description,
     protocol: { type: 'string', enum: ['Modbus', 'Mqtt', 'Http', 'Opcua'] },
     targetState: connectionTarget,
-    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus, Mqtt, Http, Opcua).' },
+    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus: Modbus TCP {host} or ModbusRtu {path}; Mqtt, Http, Opcua).' },
   },
-  definitions: { Modbus: modbusConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema },
+  definitions: { Modbus: modbusConfigurationSchema, ModbusRtu: modbusRtuConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema },
 };
 
 export const modbusAddressSchema: Schema = {

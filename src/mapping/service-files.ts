@@ -3,12 +3,12 @@
 // `parameters` ({name: {type?, default, description?}}) and `resources` ({name: {type,
 // properties}}). Tags: `!ref name` is the id of the resource `name` of the same file
 // (`<serviceId>.<name>`) or the value of the parameter `name`; `!sub "text ${x}"` substitutes
-// parameters and resource ids into text. A bad file is reported with (file, path, reason) and
-// skipped as a whole; the other files load.
+// parameters and resource ids into text. A file that does not validate is refused as a whole,
+// with every problem found (path, reason); the other files load.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { parseDocument, type ScalarTag } from 'yaml';
+import { Document, parseDocument, type ScalarTag } from 'yaml';
 import { compileRule, RuleError } from './rules.js';
 import { parseNamedFilter } from './topics.js';
 import {
@@ -16,6 +16,7 @@ import {
   httpConfigurationSchema,
   modbusAddressSchema,
   modbusConfigurationSchema,
+  modbusRtuConfigurationSchema,
   mqttAddressSchema,
   mqttConfigurationSchema,
   opcuaAddressSchema,
@@ -96,12 +97,25 @@ export interface ServiceDef {
   resources: ResourceDef[];
 }
 
-export interface ServiceFileProblem {
-  file: string;
+/** One thing wrong in a service file: where (a dotted path, or a line and column) and why. */
+export interface FileProblem {
   path: string;
   reason: string;
 }
 
+/** A service file that does not validate: every problem found, the first one as path/message. */
+export class ServiceFileError extends Error {
+  readonly path: string;
+  constructor(readonly problems: FileProblem[]) {
+    super(problems[0]?.reason ?? 'invalid service file');
+    this.path = problems[0]?.path ?? '';
+  }
+}
+
+/** Thrown by a check whose problems are already collected. */
+const REPORTED = Symbol('reported');
+
+/** One problem, thrown where a check cannot go on (collected per resource). */
 class FileError extends Error {
   constructor(
     readonly path: string,
@@ -119,19 +133,34 @@ class Sub {
 }
 
 const customTags: ScalarTag[] = [
-  { tag: '!ref', identify: (v) => v instanceof Ref, resolve: (str: string) => new Ref(str.trim()) },
-  { tag: '!sub', identify: (v) => v instanceof Sub, resolve: (str: string) => new Sub(str) },
+  {
+    tag: '!ref',
+    identify: (v) => v instanceof Ref,
+    resolve: (str: string) => new Ref(str.trim()),
+    stringify: (item) => {
+      const name = (item.value as Ref).name;
+      return /^[A-Za-z0-9_-]+$/.test(name) ? name : JSON.stringify(name);
+    },
+  },
+  { tag: '!sub', identify: (v) => v instanceof Sub, resolve: (str: string) => new Sub(str), stringify: (item) => JSON.stringify((item.value as Sub).text) },
 ];
 
-const ajv = new Ajv({ allErrors: false, strict: false, useDefaults: true });
+// allErrors: a file's every problem is reported at once (the API's dry run, the log).
+const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true });
 const validateFile = ajv.compile(serviceFileSchema);
 const validators = Object.fromEntries(Object.entries(schemaOfType).map(([t, s]) => [t, ajv.compile(s)])) as Record<ResourceType, ValidateFunction>;
+const modbusRtuValidator = ajv.compile(modbusRtuConfigurationSchema);
 const configurationValidators: Record<Protocol, ValidateFunction> = {
   Modbus: ajv.compile(modbusConfigurationSchema),
   Mqtt: ajv.compile(mqttConfigurationSchema),
   Http: ajv.compile(httpConfigurationSchema),
   Opcua: ajv.compile(opcuaConfigurationSchema),
 };
+/** Modbus over a serial line (RTU) names a `path`; Modbus TCP a `host`. */
+function configurationValidator(protocol: Protocol, configuration: unknown): ValidateFunction {
+  if (protocol === 'Modbus' && configuration !== null && typeof configuration === 'object' && 'path' in configuration) return modbusRtuValidator;
+  return configurationValidators[protocol];
+}
 const addressValidators: Partial<Record<Protocol, ValidateFunction>> = {
   Modbus: ajv.compile(modbusAddressSchema),
   Mqtt: ajv.compile(mqttAddressSchema),
@@ -139,62 +168,168 @@ const addressValidators: Partial<Record<Protocol, ValidateFunction>> = {
   Opcua: ajv.compile(opcuaAddressSchema),
 };
 
-function check(validate: ValidateFunction, value: unknown, path: string): void {
-  if (validate(value)) return;
-  const e = validate.errors?.[0];
-  const at = (e ? path + (e.instancePath ? e.instancePath.replaceAll('/', '.') : '') : path).replace(/^\./, '');
-  throw new FileError(at, e ? `${e.message ?? 'invalid'}${e.params && 'allowedValues' in e.params ? ` (${(e.params.allowedValues as unknown[]).join(', ')})` : ''}${e.params && 'additionalProperty' in e.params ? ` (${String(e.params.additionalProperty)})` : ''}` : 'invalid');
+/**
+ * The problems of `value` against `validate`, each at `path` + its instance path. Errors inside
+ * the branches of oneOf/anyOf are left out: their summary (must match a schema) is enough.
+ */
+function schemaProblems(validate: ValidateFunction, value: unknown, path: string): FileProblem[] {
+  if (validate(value)) return [];
+  const out: FileProblem[] = [];
+  const seen = new Set<string>();
+  for (const e of validate.errors ?? []) {
+    if (/\/(oneOf|anyOf)\/\d+\//.test(e.schemaPath)) continue;
+    const at = (path + (e.instancePath ? e.instancePath.replace(/\/(\d+)(?=\/|$)/g, '[$1]').replaceAll('/', '.') : '')).replace(/^\./, '').replace(/\.\[/g, '[');
+    const params = e.params as Record<string, unknown>;
+    const reason = `${e.message ?? 'invalid'}${'allowedValues' in params ? ` (${(params.allowedValues as unknown[]).join(', ')})` : ''}${'additionalProperty' in params ? ` (${String(params.additionalProperty)})` : ''}`;
+    const key = `${at}\n${reason}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ path: at, reason });
+  }
+  return out.length ? out : [{ path, reason: 'invalid' }];
 }
 
-const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+export const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+const SERVICE_FILE = /\.ya?ml$/i;
 
-/** Loads every *.yaml / *.yml file of `dir`. A missing directory means no services. */
-export function loadServiceDir(dir: string): { services: ServiceDef[]; problems: ServiceFileProblem[]; missing: boolean } {
+/** One *.yaml / *.yml file of the services directory, parsed. */
+export interface ServiceFile {
+  id: string;
+  file: string;
+  text: string;
+  /** Last modification (epoch ms). */
+  mtimeMs: number;
+  /** Absent when the file does not validate (problems say why). */
+  service?: ServiceDef;
+  problems: FileProblem[];
+}
+
+/**
+ * Reads and parses every *.yaml / *.yml file of `dir`, in name order. A missing directory
+ * means no services; a file whose id (its name) is not valid or taken is refused. `known`
+ * returns an earlier result for the same file and text, which is then not parsed again.
+ */
+export function loadServiceDir(dir: string, known?: (file: string, text: string) => ServiceFile | undefined): { files: ServiceFile[]; missing: boolean; error?: string } {
   let names: string[];
   try {
-    if (!statSync(dir).isDirectory()) return { services: [], problems: [{ file: dir, path: '', reason: 'not a directory' }], missing: false };
-    names = readdirSync(dir).filter((n) => /\.ya?ml$/i.test(n)).sort();
+    if (!statSync(dir).isDirectory()) return { files: [], missing: false, error: 'not a directory' };
+    names = readdirSync(dir).filter((n) => SERVICE_FILE.test(n)).sort();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { services: [], problems: [], missing: true };
-    return { services: [], problems: [{ file: dir, path: '', reason: (err as Error).message }], missing: false };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], missing: true };
+    return { files: [], missing: false, error: (err as Error).message };
   }
-  const services: ServiceDef[] = [];
-  const problems: ServiceFileProblem[] = [];
+  const files: ServiceFile[] = [];
   const seen = new Set<string>();
   for (const name of names) {
     const file = join(dir, name);
     const id = basename(name, extname(name));
+    let text: string;
+    let mtimeMs: number;
     try {
-      if (!SERVICE_ID.test(id)) throw new FileError('', `service id "${id}" (the file name) must match ${SERVICE_ID.source}`);
-      if (seen.has(id)) throw new FileError('', `service id "${id}" is used by another file`);
-      services.push(parseServiceFile(id, file, readFileSync(file, 'utf8')));
-      seen.add(id);
+      mtimeMs = statSync(file).mtimeMs;
+      text = readFileSync(file, 'utf8');
     } catch (err) {
-      problems.push({ file, path: err instanceof FileError ? err.path : '', reason: (err as Error).message });
+      // Removed or renamed between the listing and the read (an editor saving): not there.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      files.push({ id, file, text: '', mtimeMs: 0, problems: [{ path: '', reason: (err as Error).message }] });
+      continue;
     }
+    const entry: ServiceFile = { id, file, text, mtimeMs, problems: [] };
+    if (!SERVICE_ID.test(id)) entry.problems.push({ path: '', reason: `service id "${id}" (the file name) must match ${SERVICE_ID.source}` });
+    else if (seen.has(id)) entry.problems.push({ path: '', reason: `service id "${id}" is used by another file` });
+    else {
+      seen.add(id);
+      const before = known?.(file, text);
+      if (before) Object.assign(entry, { service: before.service, problems: before.problems });
+      else {
+        try {
+          entry.service = parseServiceFile(id, file, text);
+        } catch (err) {
+          entry.problems = err instanceof ServiceFileError ? err.problems : [{ path: '', reason: (err as Error).message }];
+        }
+      }
+    }
+    files.push(entry);
   }
-  return { services, problems, missing: false };
+  return { files, missing: false };
 }
 
-/** Parses and validates one service file; throws FileError (path, reason). */
+/** The YAML text of a service file as JSON: `!ref x` becomes {"!ref": "x"}, `!sub t` {"!sub": "t"}. */
+export function serviceTextToJson(text: string): unknown {
+  const doc = parseDocument(text, { customTags, uniqueKeys: true });
+  if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors));
+  const toJson = (v: unknown): unknown => {
+    if (v instanceof Ref) return { '!ref': v.name };
+    if (v instanceof Sub) return { '!sub': v.text };
+    if (Array.isArray(v)) return v.map(toJson);
+    if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toJson(x)]));
+    return v;
+  };
+  return toJson(doc.toJS({ maxAliasCount: 100 } as never));
+}
+
+/** A service as JSON (tags as {"!ref": name} / {"!sub": text}) written as the YAML of a service file. */
+export function serviceJsonToText(value: unknown): string {
+  const fromJson = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(fromJson);
+    if (v !== null && typeof v === 'object') {
+      const entries = Object.entries(v);
+      if (entries.length === 1 && entries[0]![0] === '!ref' && typeof entries[0]![1] === 'string') return new Ref(entries[0]![1]);
+      if (entries.length === 1 && entries[0]![0] === '!sub' && typeof entries[0]![1] === 'string') return new Sub(entries[0]![1]);
+      return Object.fromEntries(entries.map(([k, x]) => [k, fromJson(x)]));
+    }
+    return v;
+  };
+  return new Document(fromJson(value), { customTags }).toString();
+}
+
+function yamlProblems(errors: readonly { message: string; linePos?: [{ line: number; col: number }, ...unknown[]] }[]): FileProblem[] {
+  return errors.map((e) => {
+    const line = e.linePos?.[0];
+    return { path: line ? `line ${line.line}, column ${line.col}` : '', reason: e.message.split('\n')[0]! };
+  });
+}
+
+/** Parses and validates one service file; throws ServiceFileError with every problem found. */
 export function parseServiceFile(serviceId: string, file: string, text: string): ServiceDef {
   const doc = parseDocument(text, { customTags, prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length) {
-    const e = doc.errors[0]!;
-    const line = e.linePos?.[0];
-    throw new FileError(line ? `line ${line.line}, column ${line.col}` : '', e.message.split('\n')[0]!);
-  }
+  if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors as never));
   const raw = doc.toJS({ maxAliasCount: 100 } as never) as unknown;
-  check(validateFile, raw, '');
+  const fileProblems = schemaProblems(validateFile, raw, '');
+  if (fileProblems.length) throw new ServiceFileError(fileProblems);
+  const problems: FileProblem[] = [];
+  /** Runs one check; a problem it throws is collected (false) and the next check goes on. */
+  const collect = (fn: () => void): boolean => {
+    try {
+      fn();
+      return true;
+    } catch (err) {
+      if (err === REPORTED) return false;
+      if (!(err instanceof FileError)) throw err;
+      problems.push({ path: err.path, reason: err.message });
+      return false;
+    }
+  };
+  /** Schema problems: all are collected, then the check stops. */
+  const check = (validate: ValidateFunction, value: unknown, path: string): void => {
+    const found = schemaProblems(validate, value, path);
+    if (found.length === 0) return;
+    problems.push(...found);
+    throw REPORTED;
+  };
   const body = raw as { description?: string; metadata?: Record<string, unknown>; parameters?: Record<string, { default?: unknown }>; resources: Record<string, { type: ResourceType; properties: Record<string, unknown> }> };
   const params = new Map<string, unknown>();
   for (const [name, p] of Object.entries(body.parameters ?? {})) {
-    if (!('default' in p)) throw new FileError(`parameters.${name}`, 'a parameter needs a default');
-    if (p.default instanceof Ref || p.default instanceof Sub) throw new FileError(`parameters.${name}.default`, 'tags are not allowed in parameter defaults');
-    params.set(name, p.default);
+    collect(() => {
+      if (!('default' in p)) throw new FileError(`parameters.${name}`, 'a parameter needs a default');
+      if (p.default instanceof Ref || p.default instanceof Sub) throw new FileError(`parameters.${name}.default`, 'tags are not allowed in parameter defaults');
+      params.set(name, p.default);
+    });
   }
   const resourceNames = new Set(Object.keys(body.resources));
-  for (const name of resourceNames) if (params.has(name)) throw new FileError(`resources.${name}`, `"${name}" is both a parameter and a resource`);
+  for (const name of resourceNames) collect(() => {
+    if (params.has(name)) throw new FileError(`resources.${name}`, `"${name}" is both a parameter and a resource`);
+  });
   const idOf = (name: string) => `${serviceId}.${name}`;
 
   const resolve = (value: unknown, path: string): unknown => {
@@ -220,17 +355,20 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
     return value;
   };
 
+  // Every resource that resolves and fits its type's schema; the others are reported and
+  // left out of the checks below (no follow-up errors about them).
   const resolved = new Map<string, { type: ResourceType; properties: Record<string, any> }>();
   for (const [name, r] of Object.entries(body.resources)) {
     const path = `resources.${name}.properties`;
-    const properties = resolve(r.properties, path) as Record<string, any>;
-    check(validators[r.type], properties, path);
-    resolved.set(name, { type: r.type, properties });
+    collect(() => {
+      const properties = resolve(r.properties, path) as Record<string, any>;
+      check(validators[r.type], properties, path);
+      resolved.set(name, { type: r.type, properties });
+    });
   }
-
-  const typeOfId = (id: string): ResourceType | undefined => {
-    if (!id.startsWith(`${serviceId}.`)) return undefined;
-    return resolved.get(id.slice(serviceId.length + 1))?.type;
+  const declaredType = (id: string): ResourceType | undefined => {
+    if (typeof id !== 'string' || !id.startsWith(`${serviceId}.`)) return undefined;
+    return body.resources[id.slice(serviceId.length + 1)]?.type;
   };
   const compiles = (expr: string | undefined, path: string) => {
     if (expr === undefined) return;
@@ -242,52 +380,70 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
   };
 
   const resources: ResourceDef[] = [];
-  const endpointTopics = new Map<string, string>();
+  const endpoints = new Map<string, EndpointDef>();
+  const notA = (what: string, value: unknown) => `"${String(value)}" is not ${what} of this service (use !ref <name>)`;
   // Endpoints first pass: their protocol comes from their connection.
   for (const [name, { type, properties: p }] of resolved) {
     const path = `resources.${name}.properties`;
     const base = { id: idOf(name), serviceId, name };
     switch (type) {
       case 'Connection': {
-        check(configurationValidators[p.protocol as Protocol], p.configuration, `${path}.configuration`);
-        resources.push({ kind: 'connection', ...base, protocol: p.protocol, configuration: p.configuration, targetState: p.targetState });
+        const protocol = p.protocol as Protocol;
+        if (collect(() => check(configurationValidator(protocol, p.configuration), p.configuration, `${path}.configuration`))) {
+          resources.push({ kind: 'connection', ...base, protocol, configuration: p.configuration, targetState: p.targetState });
+        }
         break;
       }
       case 'Endpoint': {
-        if (typeOfId(p.connection) !== 'Connection') throw new FileError(`${path}.connection`, `"${p.connection}" is not a Connection of this service (use !ref <name>)`);
-        const protocol = resolved.get((p.connection as string).slice(serviceId.length + 1))!.properties.protocol as Protocol;
-        const addressValidator = addressValidators[protocol];
-        if (addressValidator) check(addressValidator, p.address, `${path}.address`);
-        if (protocol === 'Modbus' && p.operation === 'write' && !['holding', 'coil'].includes(p.address.table)) {
-          throw new FileError(`${path}.address.table`, 'a write endpoint writes holding registers or coils');
-        }
-        if (protocol === 'Mqtt' && p.operation === 'write' && /[#+]/.test(p.address.topic)) throw new FileError(`${path}.address.topic`, 'a write endpoint needs a concrete topic');
-        if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {
-          throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http and Opcua connections poll');
-        }
-        if (protocol === 'Opcua' && p.address.samplingIntervalMs !== undefined) {
-          if (p.operation !== 'read') throw new FileError(`${path}.address.samplingIntervalMs`, 'only read endpoints subscribe');
-          if (p.pollIntervalMs !== undefined) throw new FileError(`${path}.pollIntervalMs`, 'an endpoint either polls (pollIntervalMs) or subscribes (address.samplingIntervalMs)');
-        }
-        compiles(p.transform, `${path}.transform`);
-        compiles(p.filter, `${path}.filter`);
+        const rulesOk = [collect(() => compiles(p.transform, `${path}.transform`)), collect(() => compiles(p.filter, `${path}.filter`))].every(Boolean);
+        const connectionOk = collect(() => {
+          if (declaredType(p.connection) !== 'Connection') throw new FileError(`${path}.connection`, notA('a Connection', p.connection));
+        });
+        // A connection that is itself wrong is reported on its own; its endpoints are not checked against it.
+        const connection = connectionOk ? resolved.get((p.connection as string).slice(serviceId.length + 1)) : undefined;
+        if (!connection) break;
+        const protocol = connection.properties.protocol as Protocol;
+        const addressOk = collect(() => {
+          const addressValidator = addressValidators[protocol];
+          if (addressValidator) check(addressValidator, p.address, `${path}.address`);
+        });
+        const usageOk = collect(() => {
+          if (!addressOk) return;
+          if (protocol === 'Modbus' && p.operation === 'write' && !['holding', 'coil'].includes(p.address.table)) {
+            throw new FileError(`${path}.address.table`, 'a write endpoint writes holding registers or coils');
+          }
+          if (protocol === 'Mqtt' && p.operation === 'write' && /[#+]/.test(p.address.topic)) throw new FileError(`${path}.address.topic`, 'a write endpoint needs a concrete topic');
+          if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {
+            throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http and Opcua connections poll');
+          }
+          if (protocol === 'Opcua' && p.address.samplingIntervalMs !== undefined) {
+            if (p.operation !== 'read') throw new FileError(`${path}.address.samplingIntervalMs`, 'only read endpoints subscribe');
+            if (p.pollIntervalMs !== undefined) throw new FileError(`${path}.pollIntervalMs`, 'an endpoint either polls (pollIntervalMs) or subscribes (address.samplingIntervalMs)');
+          }
+        });
+        if (!addressOk || !usageOk || !rulesOk) break;
         const topic = (p.topic as string | undefined) ?? `services/${serviceId}/${name}`;
-        endpointTopics.set(base.id, topic);
         const def: EndpointDef = { kind: 'endpoint', ...base, connectionId: p.connection, protocol, operation: p.operation, address: p.address, topic, targetState: p.targetState };
         if (p.pollIntervalMs !== undefined) def.pollIntervalMs = p.pollIntervalMs;
         if (p.transform !== undefined) def.transform = p.transform;
         if (p.filter !== undefined) def.filter = p.filter;
+        endpoints.set(def.id, def);
         resources.push(def);
         break;
       }
       case 'Server::Opcua':
         resources.push({ kind: 'server', ...base, protocol: 'Opcua', options: p.options ?? {}, targetState: p.targetState });
         break;
-      case 'Node::Opcua':
-        if (typeOfId(p.server) !== 'Server::Opcua') throw new FileError(`${path}.server`, `"${p.server}" is not a Server::Opcua of this service (use !ref <name>)`);
-        (p.nodes as Array<{ transform?: string }>).forEach((n, i) => compiles(n.transform, `${path}.nodes[${i}].transform`));
-        resources.push({ kind: 'nodes', ...base, serverId: p.server, nodes: p.nodes, targetState: p.targetState });
+      case 'Node::Opcua': {
+        const ok = [
+          collect(() => {
+            if (declaredType(p.server) !== 'Server::Opcua') throw new FileError(`${path}.server`, notA('a Server::Opcua', p.server));
+          }),
+          ...(p.nodes as Array<{ transform?: string }>).map((n, i) => collect(() => compiles(n.transform, `${path}.nodes[${i}].transform`))),
+        ].every(Boolean);
+        if (ok && resolved.has((p.server as string).slice(serviceId.length + 1))) resources.push({ kind: 'nodes', ...base, serverId: p.server, nodes: p.nodes, targetState: p.targetState });
         break;
+      }
       case 'Mapping':
         break; // below, once every endpoint is known
     }
@@ -296,27 +452,42 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
     if (type !== 'Mapping') continue;
     const path = `resources.${name}.properties`;
     const items = p.mappings as MappingItemDef[];
+    /** An endpoint the item names: declared (else a problem) and valid (else reported on its own). */
+    const endpointOf = (id: string, at: string): EndpointDef | undefined => {
+      if (declaredType(id) !== 'Endpoint') throw new FileError(at, notA('an Endpoint', id));
+      return endpoints.get(id);
+    };
+    let complete = true;
     items.forEach((item, i) => {
       const at = `${path}.mappings[${i}]`;
-      if (item.sourceEndpoint !== undefined && !endpointTopics.has(item.sourceEndpoint)) throw new FileError(`${at}.sourceEndpoint`, `"${item.sourceEndpoint}" is not an Endpoint of this service (use !ref <name>)`);
-      if (item.targetEndpoint !== undefined) {
-        const ep = resources.find((r): r is EndpointDef => r.kind === 'endpoint' && r.id === item.targetEndpoint);
-        if (!ep) throw new FileError(`${at}.targetEndpoint`, `"${item.targetEndpoint}" is not an Endpoint of this service (use !ref <name>)`);
-        if (ep.operation !== 'write') throw new FileError(`${at}.targetEndpoint`, `"${item.targetEndpoint}" is not a write endpoint`);
-      }
-      if (item.source !== undefined) {
-        const nf = parseNamedFilter(item.source);
-        const levels = nf.filter.split('/');
-        if (levels.some((l, j) => (l.includes('#') && (l !== '#' || j !== levels.length - 1)) || (l.includes('+') && l !== '+'))) {
-          throw new FileError(`${at}.source`, 'not a valid topic filter (+name, + and a final # are the wildcards)');
-        }
-      }
-      if (item.target !== undefined && /[#+]/.test(item.target)) throw new FileError(`${at}.target`, 'a target is a concrete topic ({name} inserts a wildcard value)');
-      compiles(item.transform, `${at}.transform`);
-      compiles(item.filter, `${at}.filter`);
+      const checks = [
+        collect(() => {
+          if (item.sourceEndpoint !== undefined && !endpointOf(item.sourceEndpoint, `${at}.sourceEndpoint`)) complete = false;
+        }),
+        collect(() => {
+          if (item.targetEndpoint === undefined) return;
+          const ep = endpointOf(item.targetEndpoint, `${at}.targetEndpoint`);
+          if (!ep) complete = false;
+          else if (ep.operation !== 'write') throw new FileError(`${at}.targetEndpoint`, `"${item.targetEndpoint}" is not a write endpoint`);
+        }),
+        collect(() => {
+          if (item.source === undefined) return;
+          const levels = parseNamedFilter(item.source).filter.split('/');
+          if (levels.some((l, j) => (l.includes('#') && (l !== '#' || j !== levels.length - 1)) || (l.includes('+') && l !== '+'))) {
+            throw new FileError(`${at}.source`, 'not a valid topic filter (+name, + and a final # are the wildcards)');
+          }
+        }),
+        collect(() => {
+          if (item.target !== undefined && /[#+]/.test(item.target)) throw new FileError(`${at}.target`, 'a target is a concrete topic ({name} inserts a wildcard value)');
+        }),
+        collect(() => compiles(item.transform, `${at}.transform`)),
+        collect(() => compiles(item.filter, `${at}.filter`)),
+      ];
+      if (!checks.every(Boolean)) complete = false;
     });
-    resources.push({ kind: 'mapping', id: idOf(name), serviceId, name, mappings: items, targetState: p.targetState });
+    if (complete) resources.push({ kind: 'mapping', id: idOf(name), serviceId, name, mappings: items, targetState: p.targetState });
   }
+  if (problems.length) throw new ServiceFileError(problems);
   const service: ServiceDef = { id: serviceId, file, resources };
   if (body.description !== undefined) service.description = body.description;
   if (body.metadata !== undefined) service.metadata = body.metadata;

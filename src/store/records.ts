@@ -77,3 +77,15 @@ export interface TokenRecord {
   /** 'mfa-enrollment' tokens only open session and mfa/* calls (enforceMFAEnrollment). */
   scope: 'full' | 'mfa-enrollment';
 }
+
+/**
+ * The target state an operation (PUT …/{id}/operation) set on a protocol-mapping resource, kept
+ * while the resource's definition is the one it was set against (kv ['mapping-operation', id]).
+ */
+export interface MappingOperationRecord {
+  targetState: 'connected' | 'disconnected' | 'enabled' | 'disabled';
+  /** definitionHash of the resource when the operation was set (src/mapping/definition-diff.ts). */
+  definitionHash: string;
+  /** When it was set (epoch ms). */
+  setAt: number;
+}

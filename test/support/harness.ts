@@ -142,7 +142,7 @@ export async function startGateway(options: { overrides?: Record<string, unknown
 export const mainScript = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
 /** The daemon as a separate process (for signals and SIGKILL); resolves on its ready line. */
-export async function startDaemonProcess(dataDir: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; ready: Record<string, any>; lines: Record<string, any>[]; exited: Promise<number | null> }> {
+export async function startDaemonProcess(dataDir: string, env: Record<string, string> = {}, as: { uid?: number; gid?: number } = {}): Promise<{ child: ChildProcess; ready: Record<string, any>; lines: Record<string, any>[]; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [mainScript], {
     env: {
       PATH: process.env.PATH ?? '',
@@ -157,6 +157,7 @@ export async function startDaemonProcess(dataDir: string, env: Record<string, st
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...as, // another user (tests running as root start an unprivileged daemon)
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines: Record<string, any>[] = [];

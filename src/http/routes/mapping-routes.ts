@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { BadRequestError, InternalError, NotFoundError, PolicyViolationError, isAppError } from '../../errors/errors.js';
 import type { Logger } from '../../log/index.js';
-import { RuleError, connectionSchema, endpointSchema, mappingSchema, serverSchema, type MappingRuntime, type MappingService } from '../../mapping/index.js';
+import { RuleError, connectionSchema, endpointSchema, mappingSchema, serverSchema, type MappingRuntime, type MappingService, type OperationKind } from '../../mapping/index.js';
 import type { RouteModule } from '../create-http-app.js';
 
 /**
@@ -23,10 +23,10 @@ export function mappingRoutes(deps: { mapping: MappingService; log: Logger }): R
   type Handler = (rt: MappingRuntime | undefined, req: Request<{ id: string }>) => unknown;
   const answer =
     (what: string, fn: Handler) =>
-    (req: Request<{ id: string }>, res: Response): void => {
+    async (req: Request<{ id: string }>, res: Response): Promise<void> => {
       let body: unknown;
       try {
-        body = fn(mapping.runtime(), req);
+        body = await fn(mapping.runtime(), req);
       } catch (err) {
         if (isAppError(err)) throw err;
         log.error(`failed to ${what}`, { path: req.path, error: err instanceof Error ? err.message : String(err) });
@@ -40,6 +40,9 @@ export function mappingRoutes(deps: { mapping: MappingService; log: Logger }): R
     throw new NotFoundError(`${type} not found`);
   };
 
+  /** PUT …/{id}/operation: sets targetState (kept in the store) and answers the resource at once. */
+  const operate = (what: string, kind: OperationKind) => answer(what, (_rt, req) => mapping.setOperation(kind, req.params.id, (req.body as { operation: string }).operation));
+
   return (r) => {
     r.get('/api/connections/schema', answer('get connection schema', () => connectionSchema));
     r.get('/api/endpoints/schema', answer('get endpoint schema', () => endpointSchema));
@@ -48,36 +51,24 @@ export function mappingRoutes(deps: { mapping: MappingService; log: Logger }): R
 
     r.get('/api/connections', answer('list connections', (rt) => (rt ?? empty).listConnections()));
     r.get('/api/connections/:id', answer('get connection', (rt, req) => need(rt, (x) => x.getConnection(req.params.id), notFound('Connection'))));
-    r.put(
-      '/api/connections/:id/operation',
-      answer('update connection', (rt, req) => need(rt, (x) => x.setConnectionOperation(req.params.id, (req.body as { operation: 'connect' | 'disconnect' }).operation), notFound('Connection'))),
-    );
+    r.put('/api/connections/:id/operation', operate('update connection', 'connection'));
 
     r.get('/api/endpoints', answer('list endpoints', (rt) => (rt ?? empty).listEndpoints()));
     r.get('/api/endpoints/:id', answer('get endpoint', (rt, req) => need(rt, (x) => x.getEndpoint(req.params.id), notFound('Endpoint'))));
     r.get('/api/endpoints/:id/topics', answer('get endpoint topics', (rt, req) => need(rt, (x) => x.endpointTopics(req.params.id), notFound('Endpoint'))));
     r.get('/api/endpoints/:id/state', answer('get endpoint state', (rt, req) => need(rt, (x) => x.getEndpoint(req.params.id).currentState, notFound('Endpoint'))));
-    r.put(
-      '/api/endpoints/:id/operation',
-      answer('update endpoint', (rt, req) => need(rt, (x) => x.setEndpointOperation(req.params.id, (req.body as { operation: 'enable' | 'disable' }).operation), notFound('Endpoint'))),
-    );
+    r.put('/api/endpoints/:id/operation', operate('update endpoint', 'endpoint'));
 
     r.get('/api/mappings', answer('list mappings', (rt) => (rt ?? empty).listMappings()));
     r.get('/api/mappings/:id', answer('get mapping', (rt, req) => need(rt, (x) => x.getMapping(req.params.id), notFound('Mapping'))));
     r.get('/api/mappings/:id/endpoint-topics', answer('get mapping endpoint topics', (rt, req) => need(rt, (x) => x.mappingEndpointTopics(req.params.id), notFound('Mapping'))));
     r.get('/api/mappings/:id/state', answer('get mapping state', (rt, req) => need(rt, (x) => x.getMapping(req.params.id).currentState, notFound('Mapping'))));
-    r.put(
-      '/api/mappings/:id/operation',
-      answer('update mapping', (rt, req) => need(rt, (x) => x.setMappingOperation(req.params.id, (req.body as { operation: 'enable' | 'disable' }).operation), notFound('Mapping'))),
-    );
+    r.put('/api/mappings/:id/operation', operate('update mapping', 'mapping'));
 
     r.get('/api/servers', answer('list servers', (rt) => (rt ?? empty).listServers()));
     r.get('/api/servers/:id', answer('get server', (rt, req) => need(rt, (x) => x.getServer(req.params.id), notFound('Server'))));
     r.get('/api/servers/:id/state', answer('get server state', (rt, req) => need(rt, (x) => x.getServer(req.params.id).currentState, notFound('Server'))));
-    r.put(
-      '/api/servers/:id/operation',
-      answer('update server', (rt, req) => need(rt, (x) => x.setServerOperation(req.params.id, (req.body as { operation: 'enable' | 'disable' }).operation), notFound('Server'))),
-    );
+    r.put('/api/servers/:id/operation', operate('update server', 'server'));
 
     r.get('/api/nodes', answer('list nodes', (rt) => (rt ?? empty).listNodes()));
     r.get('/api/nodes/:id/state', answer('get node state', (rt, req) => need(rt, (x) => x.getNodeSet(req.params.id).currentState, notFound('Node set'))));

@@ -1,39 +1,91 @@
-// Modbus TCP connection (modbus-serial): reads holding/input registers, coils and discrete
-// inputs by address and quantity; writes holding registers (FC16) and coils (FC15).
+// Modbus connections (modbus-serial): TCP (configuration {host, port, unitId, timeoutMs}) and
+// RTU over a serial line ({path, baudRate, parity, dataBits, stopBits, unitId, timeoutMs}).
+// Both read holding/input registers, coils and discrete inputs by address and quantity, and
+// write holding registers (FC16) and coils (FC15); one request at a time per TCP connection
+// and per serial line.
 import modbusSerial from 'modbus-serial';
 import type { ModbusRTU } from 'modbus-serial/ModbusRTU.js';
 import type { EndpointDef } from '../service-files.js';
+import { isTimeout, type SerialLine, type SerialLines, type SerialSettings } from './serial-lines.js';
 import { DeviceError, type ConnectionDriver } from './types.js';
 
 // A CommonJS module: at run time its default import is the client class itself.
 const ModbusClient = modbusSerial as unknown as new () => ModbusRTU;
 
-export interface ModbusConfiguration {
+export interface ModbusTcpConfiguration {
   host: string;
   port: number;
   unitId: number;
   timeoutMs: number;
 }
+export interface ModbusRtuConfiguration extends SerialSettings {
+  unitId: number;
+  timeoutMs: number;
+}
+export type ModbusConfiguration = ModbusTcpConfiguration | ModbusRtuConfiguration;
 
-export function createModbusDriver(cfg: ModbusConfiguration): ConnectionDriver {
+/** Runs one request on the connection's client (queued), or rejects. */
+type Run = <T>(fn: (c: ModbusRTU) => Promise<T>) => Promise<T>;
+
+/**
+ * Gives a failed request its meaning: an exception response (the device is there and refused
+ * this request) is a DeviceError; anything else (a timeout, a broken socket or port) means
+ * the connection is not usable any more: `lose` is told, the error rethrown.
+ */
+function classify(err: unknown, lose: (reason: string) => void): never {
+  const e = err as { modbusCode?: number; message?: string };
+  if (typeof e.modbusCode === 'number') throw new DeviceError(e.message ?? `modbus exception ${e.modbusCode}`);
+  lose(e.message ?? String(err));
+  throw err;
+}
+
+function read(run: Run, ep: EndpointDef): Promise<unknown> {
+  const { table, address } = ep.address as { table: string; address: number; quantity?: number };
+  const quantity = (ep.address.quantity as number | undefined) ?? 1;
+  return run(async (c) => {
+    switch (table) {
+      case 'holding':
+        return (await c.readHoldingRegisters(address, quantity)).data;
+      case 'input':
+        return (await c.readInputRegisters(address, quantity)).data;
+      case 'coil':
+        return (await c.readCoils(address, quantity)).data.slice(0, quantity);
+      default:
+        return (await c.readDiscreteInputs(address, quantity)).data.slice(0, quantity);
+    }
+  });
+}
+
+function write(run: Run, ep: EndpointDef, value: unknown): Promise<void> {
+  const { table, address } = ep.address as { table: string; address: number };
+  const values = Array.isArray(value) ? value : [value];
+  if (values.length === 0 || values.length > 123) return Promise.reject(new DeviceError('a write needs 1 to 123 values'));
+  if (table === 'coil') {
+    if (!values.every((v) => typeof v === 'boolean' || v === 0 || v === 1)) return Promise.reject(new DeviceError('coils take booleans (or 0/1)'));
+    return run(async (c) => void (await c.writeCoils(address, values.map((v) => v === true || v === 1))));
+  }
+  if (!values.every((v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffff)) {
+    return Promise.reject(new DeviceError('holding registers take integers 0..65535'));
+  }
+  return run(async (c) => void (await c.writeRegisters(address, values as number[])));
+}
+
+export function createModbusDriver(cfg: ModbusConfiguration, deps: { lines: SerialLines }): ConnectionDriver {
+  return 'path' in cfg ? createRtuDriver(cfg, deps.lines) : createTcpDriver(cfg);
+}
+
+function createTcpDriver(cfg: ModbusTcpConfiguration): ConnectionDriver {
   let client: ModbusRTU | undefined;
   let lostListener: (reason: string) => void = () => {};
   // One request at a time per connection: small devices handle no more.
   let chain: Promise<unknown> = Promise.resolve();
-  const serial = <T>(fn: (c: ModbusRTU) => Promise<T>): Promise<T> => {
-    const run = chain.then(() => {
+  const run: Run = <T>(fn: (c: ModbusRTU) => Promise<T>): Promise<T> => {
+    const next = chain.then(() => {
       if (!client || !client.isOpen) throw new Error('not connected');
       return fn(client);
     });
-    chain = run.catch(() => undefined);
-    return run.catch((err: unknown) => {
-      const e = err as { modbusCode?: number; message?: string };
-      // An exception response: the device is there and refused this request.
-      if (typeof e.modbusCode === 'number') throw new DeviceError(e.message ?? `modbus exception ${e.modbusCode}`);
-      // Timeout or a broken socket: the connection is not usable any more.
-      lose(e.message ?? String(err));
-      throw err;
-    });
+    chain = next.catch(() => undefined);
+    return next.catch((err: unknown) => classify(err, lose));
   };
   const lose = (reason: string) => {
     const c = client;
@@ -93,34 +145,60 @@ export function createModbusDriver(cfg: ModbusConfiguration): ConnectionDriver {
     onLost(listener) {
       lostListener = listener;
     },
-    read(ep: EndpointDef) {
-      const { table, address } = ep.address as { table: string; address: number; quantity?: number };
-      const quantity = (ep.address.quantity as number | undefined) ?? 1;
-      return serial(async (c) => {
-        switch (table) {
-          case 'holding':
-            return (await c.readHoldingRegisters(address, quantity)).data;
-          case 'input':
-            return (await c.readInputRegisters(address, quantity)).data;
-          case 'coil':
-            return (await c.readCoils(address, quantity)).data.slice(0, quantity);
-          default:
-            return (await c.readDiscreteInputs(address, quantity)).data.slice(0, quantity);
-        }
-      });
-    },
-    write(ep: EndpointDef, value: unknown) {
-      const { table, address } = ep.address as { table: string; address: number };
-      const values = Array.isArray(value) ? value : [value];
-      if (values.length === 0 || values.length > 123) return Promise.reject(new DeviceError('a write needs 1 to 123 values'));
-      if (table === 'coil') {
-        if (!values.every((v) => typeof v === 'boolean' || v === 0 || v === 1)) return Promise.reject(new DeviceError('coils take booleans (or 0/1)'));
-        return serial(async (c) => void (await c.writeCoils(address, values.map((v) => v === true || v === 1))));
+    read: (ep) => read(run, ep),
+    write: (ep, value) => write(run, ep, value),
+  };
+}
+
+/**
+ * Modbus RTU: one unit on a shared serial line. An open port proves nothing about the device,
+ * so connecting also asks the unit for holding register 0: any answer, an exception response
+ * included, shows it is there; silence (a pulled cable, a device switched off) fails the
+ * attempt. A request that goes unanswered later loses the connection (the line stays open for
+ * the other units); the port closing loses every connection on it.
+ */
+function createRtuDriver(cfg: ModbusRtuConfiguration, lines: SerialLines): ConnectionDriver {
+  let line: SerialLine | undefined;
+  let offClosed: (() => void) | undefined;
+  let lostListener: (reason: string) => void = () => {};
+  const leave = () => {
+    const l = line;
+    line = undefined;
+    offClosed?.();
+    offClosed = undefined;
+    return l ? lines.release(l) : Promise.resolve();
+  };
+  const lose = (reason: string) => {
+    if (!line) return;
+    void leave();
+    lostListener(reason);
+  };
+  const silence = () => new Error(`unit ${cfg.unitId} on ${cfg.path} did not answer within ${cfg.timeoutMs} ms`);
+  const run: Run = <T>(fn: (c: ModbusRTU) => Promise<T>): Promise<T> => {
+    if (!line) return Promise.reject(new Error('not connected'));
+    return line.request(cfg.unitId, cfg.timeoutMs, fn).catch((err: unknown) => classify(isTimeout(err) ? silence() : err, lose));
+  };
+
+  return {
+    async connect() {
+      const l = await lines.acquire(cfg);
+      try {
+        await l.request(cfg.unitId, cfg.timeoutMs, (c) => c.readHoldingRegisters(0, 1)).catch((err: unknown) => {
+          if (typeof (err as { modbusCode?: unknown }).modbusCode === 'number') return; // it answered
+          throw isTimeout(err) ? silence() : err;
+        });
+      } catch (err) {
+        await lines.release(l);
+        throw err;
       }
-      if (!values.every((v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffff)) {
-        return Promise.reject(new DeviceError('holding registers take integers 0..65535'));
-      }
-      return serial(async (c) => void (await c.writeRegisters(address, values as number[])));
+      line = l;
+      offClosed = l.onClosed((reason) => lose(reason));
     },
+    disconnect: () => leave(),
+    onLost(listener) {
+      lostListener = listener;
+    },
+    read: (ep) => read(run, ep),
+    write: (ep, value) => write(run, ep, value),
   };
 }

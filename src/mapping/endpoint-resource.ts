@@ -1,0 +1,274 @@
+// An endpoint (DESIGN §11): disabled → enabling → enabled; it stays (or goes back to) enabling
+// while its connection is not connected. What it runs while enabled (its activities):
+// - read endpoints publish readings to <topic> (Modbus, Http and Opcua every pollIntervalMs,
+//   Mqtt and sampled Opcua per message) and answer <topic>/req on <topic>/res with a fresh
+//   reading (Mqtt: the last message, or null);
+// - write endpoints write what arrives on <topic>/set and acknowledge it on <topic>/set/result.
+// filter (falsy result: dropped) and then transform apply to every value; /res answers apply
+// the transform only.
+import type { CompiledRule, RuleContext } from './rules.js';
+import type { ConnectionResource } from './connection-resource.js';
+import { DeviceError, type ConnectionDriver } from './drivers/types.js';
+import { EnableableResource } from './enableable-resource.js';
+import type { EndpointView } from './resource-views.js';
+import { errorText, MAX_IN_FLIGHT, RETIRE_TIMEOUT_MS, type MessageProperties, type RuntimeContext } from './runtime-context.js';
+import type { EndpointDef } from './service-files.js';
+import { decodePayload } from './topics.js';
+
+/** The data-plane topics of an endpoint: read [topic, /req, /res], write [/set, /set/result]. */
+export function endpointTopicList(def: EndpointDef): string[] {
+  return def.operation === 'read' ? [def.topic, `${def.topic}/req`, `${def.topic}/res`] : [`${def.topic}/set`, `${def.topic}/set/result`];
+}
+
+/** The acknowledgement of a write on <topic>/set/result. */
+export interface WriteResult {
+  ok: boolean;
+  /** The value written (after filter and transform), when it got that far. */
+  value?: unknown;
+  error?: string;
+  /** When the value arrived on <topic>/set (epoch ms). */
+  timestamp: number;
+  /** MQTT 5 correlation data of the request, as UTF-8 text. */
+  correlationData?: string;
+}
+
+export class EndpointResource extends EnableableResource {
+  busy = false;
+  readonly filter: CompiledRule | undefined;
+  readonly transform: CompiledRule | undefined;
+  inFlight = 0;
+  dropped = 0;
+  /** The last failure logged at info/warn; repeats (every poll) go to debug. */
+  lastError: string | undefined;
+  constructor(
+    ctx: RuntimeContext,
+    readonly def: EndpointDef,
+    readonly conn: ConnectionResource,
+  ) {
+    super(ctx, 'endpoint', def.id, def.targetState);
+    this.filter = ctx.rule(def.filter);
+    this.transform = ctx.rule(def.transform);
+    conn.endpoints.push(this);
+  }
+  view(): EndpointView {
+    return this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
+  }
+  context(topic: string): RuleContext {
+    return { topic, vars: {}, label: this.def.name };
+  }
+  reconcile(): void {
+    if (this.busy) return;
+    const up = this.conn.current === 'connected';
+    if (this.target === 'enabled' && !this.ctx.stopped()) {
+      if (this.current === 'enabled') {
+        if (up) return;
+        this.halt();
+        this.set('enabling');
+        return;
+      }
+      this.set('enabling');
+      if (!up) return;
+      this.busy = true;
+      this.activate().then(
+        (stop) => {
+          this.busy = false;
+          this.stopActivity = stop;
+          this.message = undefined;
+          this.set('enabled');
+          this.reconcile();
+        },
+        (err: unknown) => {
+          this.busy = false;
+          this.message = errorText(err);
+          this.ctx.log.warn('endpoint could not start', { id: this.def.id, error: this.message });
+          // Stays enabling; retried on the connection's next change.
+          this.ctx.changed();
+        },
+      );
+      return;
+    }
+    this.disable(() => this.halt());
+  }
+  override async retire(): Promise<void> {
+    this.target = 'disabled';
+    // An activation in flight finishes first (then disables itself).
+    await this.ctx.waitFor(() => !this.busy, RETIRE_TIMEOUT_MS).catch(() => undefined);
+    this.reconcile();
+    const i = this.conn.endpoints.indexOf(this);
+    if (i >= 0) this.conn.endpoints.splice(i, 1);
+  }
+  /** Starts what the endpoint does; resolves its stop function. */
+  async activate(): Promise<() => void> {
+    const def = this.def;
+    const driver = this.conn.driver!;
+    const stops: Array<() => void> = [];
+    const stopAll = () => {
+      for (const s of stops.splice(0)) s();
+    };
+    try {
+      if (def.operation === 'read') {
+        stops.push(...this.answerRequests(driver));
+        if (driver.subscribe && (def.protocol === 'Mqtt' || (def.protocol === 'Opcua' && def.address.samplingIntervalMs !== undefined))) {
+          stops.push(await this.relay(driver));
+        }
+        if (def.pollIntervalMs !== undefined) stops.push(this.poll(driver, def.pollIntervalMs));
+      } else stops.push(...this.acceptWrites(driver));
+    } catch (err) {
+      stopAll();
+      throw err;
+    }
+    return stopAll;
+  }
+  /** <topic>/req → a fresh reading on <topic>/res. */
+  answerRequests(driver: ConnectionDriver): Array<() => void> {
+    const { dataPlane } = this.ctx;
+    if (!dataPlane) return [];
+    const def = this.def;
+    return [
+      dataPlane.subscribe(`${def.topic}/req`, (topic) =>
+        this.guard(topic, async () => {
+          const value = await driver.read(def);
+          this.conn.counters.reads++;
+          const ctx = this.context(topic);
+          await this.ctx.publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
+          this.conn.counters.published++;
+        }),
+      ),
+    ];
+  }
+  /** Messages the device pushes (Mqtt subscriptions, OPC UA monitored items) → <topic>. */
+  relay(driver: ConnectionDriver): Promise<() => void> {
+    const def = this.def;
+    return driver.subscribe!(def, (topic, value) =>
+      this.guard(topic, async () => {
+        this.conn.counters.reads++;
+        const out = await this.ctx.applyRules(value, this.context(topic), this.filter, this.transform);
+        if (out) await this.published(def.topic, out.value);
+      }),
+    );
+  }
+  /** Sends the acknowledgement of a value that arrived on <topic>/set with these properties. */
+  acknowledger(properties: MessageProperties | undefined): (result: WriteResult) => void {
+    const def = this.def;
+    const correlationData = properties?.correlationData;
+    return (result) => {
+      if (correlationData) result.correlationData = correlationData.toString('utf8');
+      this.ctx
+        .publish(`${def.topic}/set/result`, result, { qos: 1, ...(correlationData ? { properties: { correlationData } } : {}) })
+        .then(() => void this.conn.counters.published++)
+        .catch((err: unknown) => this.ctx.log.debug('write acknowledgement not published', { id: def.id, error: errorText(err) }));
+    };
+  }
+  /**
+   * <topic>/set → a write to the device, acknowledged on <topic>/set/result with
+   * {ok, value?, error?, timestamp (when the value arrived, epoch ms), correlationData?}; MQTT 5
+   * correlation data, when the broker passes it, is echoed as a property and in the body.
+   */
+  acceptWrites(driver: ConnectionDriver): Array<() => void> {
+    const { dataPlane } = this.ctx;
+    if (!dataPlane) return [];
+    const def = this.def;
+    return [
+      dataPlane.subscribe(`${def.topic}/set`, (topic: string, payload: Buffer, properties?: MessageProperties) => {
+        const timestamp = Date.now();
+        const acknowledge = this.acknowledger(properties);
+        void this.guard(
+          topic,
+          async () => {
+            let value: unknown;
+            try {
+              const out = await this.ctx.applyRules(decodePayload(payload), this.context(topic), this.filter, this.transform);
+              if (!out) return acknowledge({ ok: false, error: 'dropped by the endpoint filter', timestamp });
+              value = out.value;
+              await driver.write(def, value);
+            } catch (err) {
+              acknowledge({ ok: false, ...(value === undefined ? {} : { value }), error: errorText(err), timestamp });
+              throw err;
+            }
+            this.conn.counters.writes++;
+            acknowledge({ ok: true, value, timestamp });
+          },
+          () => acknowledge({ ok: false, error: 'the endpoint is overloaded: value dropped', timestamp }),
+        );
+      }),
+    ];
+  }
+  /**
+   * While a write endpoint waits for its connection (enabling), values on <topic>/set are not
+   * written; the writer is told so on <topic>/set/result instead of hearing nothing.
+   */
+  refusals: (() => void) | undefined;
+  override onState(): void {
+    const waiting = this.def.operation === 'write' && this.current === 'enabling' && this.target === 'enabled' && !this.ctx.stopped();
+    const { dataPlane } = this.ctx;
+    if (waiting && !this.refusals && dataPlane) {
+      this.refusals = dataPlane.subscribe(`${this.def.topic}/set`, (_topic: string, _payload: Buffer, properties?: MessageProperties) => {
+        if (this.current !== 'enabling') return;
+        const why = this.conn.message ? `: ${this.conn.message}` : '';
+        this.acknowledger(properties)({ ok: false, error: `not written: connection ${this.conn.def.id} is ${this.conn.current}${why}`, timestamp: Date.now() });
+      });
+    } else if (!waiting) this.dropRefusals();
+  }
+  dropRefusals(): void {
+    const off = this.refusals;
+    this.refusals = undefined;
+    off?.();
+  }
+  override halt(): void {
+    super.halt();
+    this.dropRefusals();
+  }
+  async published(topic: string, value: unknown): Promise<void> {
+    await this.ctx.publish(topic, value);
+    this.conn.counters.published++;
+  }
+  poll(driver: ConnectionDriver, intervalMs: number): () => void {
+    const { timers } = this.ctx;
+    let active = true;
+    let timer: unknown;
+    const tick = () => {
+      timer = undefined;
+      if (!active) return;
+      this.guard(this.def.topic, async () => {
+        const value = await driver.read(this.def);
+        this.conn.counters.reads++;
+        const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
+        if (out && active) await this.published(this.def.topic, out.value);
+      }).finally(() => {
+        if (active) timer = timers.setTimeout(tick, intervalMs);
+      });
+    };
+    timer = timers.setTimeout(tick, 0);
+    return () => {
+      active = false;
+      if (timer !== undefined) timers.clearTimeout(timer);
+    };
+  }
+  /**
+   * Runs one unit of work with a bound on concurrency; failures are logged and counted, never
+   * thrown. Work beyond the bound is dropped (onDropped is told).
+   */
+  guard(topic: string, work: () => Promise<void>, onDropped?: () => void): Promise<void> {
+    const { log } = this.ctx;
+    if (this.inFlight >= MAX_IN_FLIGHT) {
+      if (this.dropped++ % 1000 === 0) log.warn('endpoint overloaded, message dropped', { id: this.def.id, dropped: this.dropped });
+      onDropped?.();
+      return Promise.resolve();
+    }
+    this.inFlight++;
+    return work()
+      .then(() => {
+        this.lastError = undefined;
+      })
+      .catch((err: unknown) => {
+        this.conn.counters.failures++;
+        const text = errorText(err);
+        const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
+        this.lastError = text;
+        log[level]('endpoint operation failed', { id: this.def.id, topic, error: text });
+      })
+      .finally(() => {
+        this.inFlight--;
+      });
+  }
+}

@@ -1,0 +1,166 @@
+// Modbus RTU in the real gateway: a socat pseudo-terminal pair is the serial cable, a Modbus
+// RTU slave answering unit ids 1 and 2 sits on the device end, the gateway on the other; values
+// reach MQTT clients of the gateway's broker, writes come back through <topic>/set.
+import { mkdirSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import { expect } from 'chai';
+import type { MqttClient } from 'mqtt';
+import { ADMIN_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
+import { collect, connect, endAllClients, subscribe, withTimeout } from './support/mqtt-test-kit.js';
+import { startModbusRtuServer, startPtyPair, until, type ModbusRtuTestServer, type PtyPair } from './mapping-support.js';
+
+const lineYaml = (path: string) => `
+description: Two devices on one RS-485 line
+resources:
+  meter:
+    type: Connection
+    properties:
+      protocol: Modbus
+      configuration: {path: ${path}, baudRate: 19200, parity: even, unitId: 1, timeoutMs: 300}
+  drive:
+    type: Connection
+    properties:
+      protocol: Modbus
+      configuration: {path: ${path}, baudRate: 19200, parity: even, unitId: 2, timeoutMs: 300}
+  power:
+    type: Endpoint
+    properties:
+      connection: !ref meter
+      operation: read
+      address: {table: input, address: 4, quantity: 2}
+      pollIntervalMs: 30
+      transform: "{'kW': $[0] / 10, 'raw': $}"
+  speed:
+    type: Endpoint
+    properties:
+      connection: !ref drive
+      operation: read
+      address: {table: holding, address: 1}
+      pollIntervalMs: 30
+  setSpeed:
+    type: Endpoint
+    properties:
+      connection: !ref drive
+      operation: write
+      topic: line/drive/speed
+      address: {table: holding, address: 1}
+  run:
+    type: Endpoint
+    properties:
+      connection: !ref drive
+      operation: write
+      address: {table: coil, address: 3}
+`;
+
+/** How many file descriptors of this process are open on `path` (the gateway's end of the line). */
+function openFdsOn(path: string): number {
+  let n = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`) === path) n++;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return n;
+}
+
+describe('Modbus RTU on a serial line (socat pty pair)', function () {
+  this.timeout(60_000);
+  let pty: PtyPair;
+  let slave: ModbusRtuTestServer;
+  let gw: TestGateway;
+  let admin: string;
+  let client: MqttClient;
+
+  const connection = async (id: string) => (await gw.api('GET', `/api/connections/${id}`, { token: admin })).body as { currentState: string; message?: string; connection: Record<string, unknown> };
+  const reach = (id: string, wanted: string, ms = 20_000) => until(async () => ((await connection(id)).currentState === wanted ? true : undefined), ms, `${id} ${wanted}`);
+
+  before(async () => {
+    pty = await startPtyPair();
+    slave = await startModbusRtuServer(pty.device, [1, 2], { baudRate: 19200, parity: 'even' });
+    slave.units.get(1)!.input.set([2345, 7], 4);
+    slave.units.get(2)!.holding[1] = 1500;
+    const dataDir = tempDir();
+    const servicesDir = join(dataDir, 'services');
+    mkdirSync(servicesDir);
+    writeFileSync(join(servicesDir, 'line.yaml'), lineYaml(pty.gateway));
+    gw = await startGateway({ dataDir, overrides: { mapping: { servicesDir } } });
+    admin = await gw.login();
+    client = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+  });
+  after(async () => {
+    await endAllClients();
+    await gw?.stop();
+    await slave?.stop();
+    await pty?.stop();
+  });
+
+  it('reads two unit ids on one shared port, one request at a time, through transforms to MQTT', async () => {
+    await reach('line.meter', 'connected');
+    await reach('line.drive', 'connected');
+    const meter = await connection('line.meter');
+    expect(meter.connection).to.include({ protocol: 'Modbus', path: pty.gateway, baudRate: 19200, parity: 'even', dataBits: 8, stopBits: 1, unitId: 1 });
+    const inbox = collect(client);
+    await subscribe(client, 'services/line/#');
+    const power = await inbox.until((m) => m.topic === 'services/line/power');
+    expect(JSON.parse(power.payload)).to.deep.equal({ kW: 234.5, raw: [2345, 7] });
+    const speed = await inbox.until((m) => m.topic === 'services/line/speed');
+    expect(JSON.parse(speed.payload)).to.deep.equal([1500]);
+    // Both polled many times over one open port, never two requests on the line at once.
+    await until(() => (slave.units.get(1)!.requests > 20 && slave.units.get(2)!.requests > 20 ? true : undefined), 10_000, 'polls of both units');
+    expect(slave.overlaps).to.equal(0);
+    expect(openFdsOn(pty.gateway)).to.equal(1);
+  });
+
+  it('writes registers (FC16) and coils (FC15) and acknowledges on <topic>/set/result', async () => {
+    const inbox = collect(client);
+    await subscribe(client, 'line/drive/speed/set/result');
+    await subscribe(client, 'services/line/run/set/result');
+    const drive = slave.units.get(2)!;
+    const wrote = once(drive.events, 'write');
+    await client.publishAsync('line/drive/speed/set', '1800');
+    const [w] = (await withTimeout(wrote, 5000, 'no register write')) as [{ fc: number; address: number; values: number[] }];
+    expect(w).to.deep.equal({ fc: 16, address: 1, values: [1800] });
+    const ack = JSON.parse((await inbox.until((m) => m.topic === 'line/drive/speed/set/result')).payload);
+    expect(ack).to.include({ ok: true, value: 1800 });
+    expect(ack.timestamp).to.be.a('number').within(Date.now() - 10_000, Date.now());
+
+    const coil = once(drive.events, 'write');
+    await client.publishAsync('services/line/run/set', 'true');
+    expect(((await withTimeout(coil, 5000, 'no coil write')) as [unknown])[0]).to.deep.equal({ fc: 15, address: 3, values: [true] });
+    expect(JSON.parse((await inbox.until((m) => m.topic === 'services/line/run/set/result')).payload)).to.include({ ok: true, value: true });
+
+    // A value the device cannot take: refused with the reason, nothing written.
+    await client.publishAsync('line/drive/speed/set', '70000');
+    const refused = JSON.parse((await inbox.until((m) => m.topic === 'line/drive/speed/set/result' && !JSON.parse(m.payload).ok)).payload);
+    expect(refused.error).to.match(/integers 0\.\.65535/);
+    expect(drive.holding[1]).to.equal(1800);
+  });
+
+  it('goes reconnecting with the reason when the cable is pulled, and back to connected when it is plugged in', async () => {
+    await slave.stop(); // the device end goes silent
+    await reach('line.meter', 'reconnecting');
+    await reach('line.drive', 'reconnecting');
+    expect((await connection('line.meter')).message).to.match(/^unit 1 on \/dev\/.* did not answer within 300 ms$/);
+    expect((await gw.api('GET', '/api/endpoints/line.power/state', { token: admin })).body).to.equal('enabling');
+    const results = collect(client);
+    await subscribe(client, 'line/drive/speed/set/result');
+    await client.publishAsync('line/drive/speed/set', '900');
+    const refused = JSON.parse((await results.until((m) => m.topic === 'line/drive/speed/set/result')).payload);
+    expect(refused.ok).to.equal(false);
+    expect(refused.error).to.match(/^not written: connection line\.drive is reconnecting: unit 2 on \/dev\/.* did not answer within 300 ms$/);
+
+    const inbox = collect(client);
+    await subscribe(client, 'services/line/power');
+    slave.units.get(1)!.input[4] = 1000;
+    await slave.start();
+    await reach('line.meter', 'connected');
+    await reach('line.drive', 'connected');
+    expect((await connection('line.meter')).message).to.equal(undefined);
+    const power = await inbox.until((m) => m.topic === 'services/line/power' && JSON.parse(m.payload).kW === 100);
+    expect(JSON.parse(power.payload).raw).to.deep.equal([1000, 7]);
+    expect(slave.overlaps).to.equal(0);
+  });
+});

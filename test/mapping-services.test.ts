@@ -1,0 +1,268 @@
+// Services managed live (DESIGN §13): the REST API and the watched services directory against
+// the real gateway, real Modbus TCP peers and an MQTT client of the gateway's broker. A steady
+// service polls through every change: its connection must never be opened again and the MQTT
+// client never dropped.
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import type { MqttClient } from 'mqtt';
+import { ADMIN_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
+import { collect, connect, endAllClients, subscribe } from './support/mqtt-test-kit.js';
+import { startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
+
+const steadyYaml = (port: number) => `description: keeps polling
+resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}
+  level:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: 30}
+`;
+
+const lineYaml = (port: number, transform: string) => `# the press line (comments stay in the file)
+description: press line
+resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}
+  temp:
+    type: Endpoint
+    properties:
+      connection: !ref plc
+      operation: read
+      address: {table: holding, address: 5}
+      pollIntervalMs: 30
+      transform: "${transform}"
+  pressure:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: input, address: 5}, pollIntervalMs: 30}
+`;
+
+describe('protocol-mapping services through the API and the watched directory', function () {
+  this.timeout(60_000);
+  let gw: TestGateway;
+  let admin: string;
+  let servicesDir: string;
+  let steady: ModbusTestServer;
+  let plc: ModbusTestServer;
+  let client: MqttClient;
+  let clientCloses = 0;
+  let inbox: ReturnType<typeof collect>;
+
+  const api = (method: string, path: string, options: Parameters<TestGateway['api']>[2] = {}) => gw.api(method, path, { token: admin, ...options });
+  const putYaml = (id: string, text: string, token = admin) => gw.api('PUT', `/api/services/${id}`, { token, raw: text, headers: { 'content-type': 'application/yaml' } });
+  const connectionIds = async () => ((await api('GET', '/api/connections')).body as Array<{ id: string }>).map((c) => c.id);
+  const steadyValues = () => inbox.messages.filter((m) => m.topic === 'services/steady/level').length;
+  /** The steady service still polls: more values arrive. */
+  const steadyPolls = async () => {
+    const n = steadyValues();
+    await until(() => (steadyValues() > n + 2 ? true : undefined), 10_000, 'steady values');
+  };
+  const logsOf = (message: string) => gw.logs().filter((l) => l.message === message);
+
+  before(async () => {
+    steady = await startModbusServer();
+    plc = await startModbusServer();
+    steady.holding[0] = 7;
+    plc.holding[5] = 215;
+    plc.input[5] = 3;
+    const dataDir = tempDir();
+    servicesDir = join(dataDir, 'services');
+    mkdirSync(servicesDir);
+    writeFileSync(join(servicesDir, 'steady.yaml'), steadyYaml(steady.port));
+    gw = await startGateway({ dataDir, overrides: { mapping: { servicesDir, watchDebounceMs: 50 } } });
+    admin = await gw.login();
+    client = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+    client.on('close', () => clientCloses++);
+    inbox = collect(client);
+    await subscribe(client, ['services/#', 'plant/#']);
+    await steadyPolls();
+  });
+  after(async () => {
+    await endAllClients();
+    await gw?.stop();
+    await steady?.stop();
+    await plc?.stop();
+  });
+
+  it('lists services and answers a service file as YAML (as on disk) or as JSON (tags as objects)', async () => {
+    const list = await api('GET', '/api/services');
+    expect(list.status).to.equal(200);
+    expect(list.body).to.have.length(1);
+    expect(list.body[0]).to.deep.include({ id: 'steady', description: 'keeps polling', file: 'steady.yaml', state: 'applied', problems: [], running: true });
+    expect(list.body[0].resources).to.deep.equal({ connections: 1, endpoints: 1, mappings: 0, servers: 0, nodes: 0 });
+    const yaml = await api('GET', '/api/services/steady', { headers: { accept: 'application/yaml' } });
+    expect(yaml.status).to.equal(200);
+    expect(yaml.headers.get('content-type')).to.match(/^application\/yaml/);
+    expect(yaml.body).to.equal(steadyYaml(steady.port));
+    const json = await api('GET', '/api/services/steady');
+    expect(json.headers.get('x-service-state')).to.equal('applied');
+    expect(json.body.resources.level.properties.connection).to.deep.equal({ '!ref': 'plc' });
+    expect((await api('GET', '/api/services/nope')).status).to.equal(404);
+  });
+
+  it('creates a service (JSON body): written atomically as YAML and running when the answer comes', async () => {
+    const res = await api('PUT', '/api/services/plant', {
+      body: {
+        description: 'created through the API',
+        resources: {
+          plc: { type: 'Connection', properties: { protocol: 'Modbus', configuration: { host: '127.0.0.1', port: plc.port } } },
+          pressure: { type: 'Endpoint', properties: { connection: { '!ref': 'plc' }, operation: 'read', topic: 'plant/pressure', address: { table: 'input', address: 5 }, pollIntervalMs: 30 } },
+        },
+      },
+    });
+    expect(res.status).to.equal(201);
+    expect(res.body.changes.added).to.deep.equal(['plant.plc', 'plant.pressure']);
+    expect(res.body.changes.unchanged).to.deep.equal(['steady.level', 'steady.plc']);
+    expect(res.body.service).to.deep.include({ id: 'plant', state: 'applied', running: true, file: 'plant.yaml' });
+    const text = readFileSync(join(servicesDir, 'plant.yaml'), 'utf8');
+    expect(text).to.include('connection: !ref plc');
+    // Applied before the answer: the resources exist at once.
+    expect(await connectionIds()).to.deep.equal(['plant.plc', 'steady.plc']);
+    const value = await inbox.until((m) => m.topic === 'plant/pressure', 10_000);
+    expect(JSON.parse(value.payload)).to.deep.equal([3]);
+    expect((await api('DELETE', '/api/services/plant')).body.changes.removed).to.deep.equal(['plant.plc', 'plant.pressure']);
+    expect(existsSync(join(servicesDir, 'plant.yaml'))).to.equal(false);
+  });
+
+  it('replaces a service (YAML body): only the changed endpoint restarts; its connection and the other services stay', async () => {
+    const created = await putYaml('line', lineYaml(plc.port, "$[0] / 10"));
+    expect(created.status).to.equal(201);
+    await until(() => inbox.messages.find((m) => m.topic === 'services/line/temp'), 10_000, 'first temp');
+    expect(JSON.parse(inbox.messages.find((m) => m.topic === 'services/line/temp')!.payload)).to.equal(21.5);
+    const accepted = plc.accepted;
+    const steadyAccepted = steady.accepted;
+
+    const replaced = await putYaml('line', lineYaml(plc.port, "{'celsius': $[0] / 10}"));
+    expect(replaced.status).to.equal(200);
+    expect(replaced.body.changes).to.deep.equal({ added: [], restarted: ['line.temp'], retargeted: [], removed: [], unchanged: ['line.plc', 'line.pressure', 'steady.level', 'steady.plc'] });
+    const m = await inbox.until((x) => x.topic === 'services/line/temp' && x.payload.startsWith('{'), 10_000);
+    expect(JSON.parse(m.payload)).to.deep.equal({ celsius: 21.5 });
+    expect(readFileSync(join(servicesDir, 'line.yaml'), 'utf8')).to.equal(lineYaml(plc.port, "{'celsius': $[0] / 10}"));
+    await steadyPolls();
+    expect([plc.accepted, steady.accepted]).to.deep.equal([accepted, steadyAccepted]);
+    expect(clientCloses).to.equal(0);
+  });
+
+  it('refuses a document that does not validate (400, every problem with its path) and changes nothing', async () => {
+    const before = readFileSync(join(servicesDir, 'line.yaml'), 'utf8');
+    const bad = before.replace('table: holding', 'table: register').replace("{'celsius': $[0] / 10}", "$[0] /").replace('pollIntervalMs: 30}', 'pollIntervalMs: 1}');
+    const res = await putYaml('line', bad);
+    expect(res.status).to.equal(400);
+    expect(res.body.message).to.match(/^service line is not valid: 3 problem/);
+    expect(res.body.errors.map((e: { path: string }) => e.path)).to.have.members(['resources.temp.properties.address.table', 'resources.temp.properties.transform', 'resources.pressure.properties.pollIntervalMs']);
+    expect(readFileSync(join(servicesDir, 'line.yaml'), 'utf8')).to.equal(before);
+    expect((await api('GET', '/api/endpoints/line.temp')).body.currentState).to.equal('enabled');
+    const garbage = await putYaml('line', 'resources: [unclosed\n');
+    expect(garbage.status).to.equal(400);
+    expect(garbage.body.errors[0].path).to.match(/^line \d+, column \d+$/);
+    const noResources = await api('PUT', '/api/services/line', { body: { description: 'x' } });
+    expect(noResources.status).to.equal(400);
+    expect(readFileSync(join(servicesDir, 'line.yaml'), 'utf8')).to.equal(before);
+  });
+
+  it('validates without applying (dry run): problems with paths, or what would change', async () => {
+    const bad = await api('POST', '/api/services/line/validate', { raw: 'resources:\n  c: {type: Connection, properties: {protocol: Modbus, configuration: {host: h, port: 0}}}\n', headers: { 'content-type': 'application/yaml' } });
+    expect(bad.status).to.equal(200);
+    expect(bad.body).to.deep.equal({ valid: false, problems: [{ path: 'resources.c.properties.configuration.port', message: 'must be >= 1' }] });
+    const good = await api('POST', '/api/services/fresh/validate', { raw: steadyYaml(steady.port), headers: { 'content-type': 'application/yaml' } });
+    expect(good.body.valid).to.equal(true);
+    expect(good.body.changes.added).to.deep.equal(['fresh.level', 'fresh.plc']);
+    expect(existsSync(join(servicesDir, 'fresh.yaml'))).to.equal(false);
+    expect(await connectionIds()).to.not.include('fresh.plc');
+  });
+
+  it('accepts only file-name-safe service ids', async () => {
+    for (const id of ['..%2F..%2Fevil', '%2e%2e%2fevil', 'a.b', '-x', 'a%20b', 'x'.repeat(129)]) {
+      const res = await putYaml(id, steadyYaml(steady.port));
+      expect(res.status, id).to.equal(400);
+      expect((await api('GET', `/api/services/${id}`)).status, id).to.equal(400);
+    }
+    expect(existsSync(join(servicesDir, '..', 'evil.yaml'))).to.equal(false);
+    expect((await api('GET', '/api/services')).body.map((s: { id: string }) => s.id)).to.deep.equal(['line', 'steady']);
+  });
+
+  it('guards every services call by the permission on its path', async () => {
+    const reader = await gw.userWith([{ resource: '/api/services/#', operation: 'read', context: 'http' }]);
+    expect((await gw.api('GET', '/api/services', { token: reader.token })).status).to.equal(200);
+    expect((await gw.api('GET', '/api/services/line', { token: reader.token })).status).to.equal(200);
+    const refused = await putYaml('line', lineYaml(plc.port, '$'), reader.token);
+    expect(refused.status).to.equal(403);
+    expect(refused.body.message).to.equal('no write permission on /api/services/line');
+    expect((await gw.api('DELETE', '/api/services/line', { token: reader.token })).status).to.equal(403);
+    expect((await gw.api('POST', '/api/services/line/validate', { token: reader.token, raw: 'x', headers: { 'content-type': 'application/yaml' } })).status).to.equal(403);
+    const lineOnly = await gw.userWith([{ resource: '/api/services/line', operation: 'readWrite', context: 'http' }]);
+    const same = await putYaml('line', readFileSync(join(servicesDir, 'line.yaml'), 'utf8'), lineOnly.token);
+    expect(same.status).to.equal(200);
+    expect(same.body.changes.restarted).to.deep.equal([]);
+    expect((await putYaml('other', steadyYaml(steady.port), lineOnly.token)).status).to.equal(403);
+    expect((await gw.api('GET', '/api/services', { token: lineOnly.token })).status).to.equal(403);
+    expect(existsSync(join(servicesDir, 'other.yaml'))).to.equal(false);
+  });
+
+  it('applies a file written by hand, refuses a broken edit (the running version stays), and takes a rename-on-save', async () => {
+    const file = join(servicesDir, 'hand.yaml');
+    writeFileSync(file, lineYaml(plc.port, '$[0]'));
+    await until(async () => ((await connectionIds()).includes('hand.plc') ? true : undefined), 10_000, 'hand.plc applied');
+    const first = await inbox.until((m) => m.topic === 'services/hand/temp', 10_000);
+    expect(JSON.parse(first.payload)).to.equal(215);
+
+    // An edit that breaks the file: refused as a whole, logged with the path, the old version runs on.
+    const refusedBefore = logsOf('service file refused').length;
+    writeFileSync(file, lineYaml(plc.port, '$[0]').replace('operation: read\n', 'operation: reed\n'));
+    await until(() => (logsOf('service file refused').length > refusedBefore ? true : undefined), 10_000, 'refusal logged');
+    const refusal = logsOf('service file refused').at(-1)!;
+    expect(refusal).to.include({ level: 'error', file, path: 'resources.temp.properties.operation', keptRunning: true });
+    const listed = ((await api('GET', '/api/services')).body as Array<{ id: string }>).find((s) => s.id === 'hand')!;
+    expect(listed).to.deep.include({ state: 'refused', running: true });
+    expect((await api('GET', '/api/services/hand')).headers.get('x-service-state')).to.equal('refused');
+    const n = inbox.messages.filter((m) => m.topic === 'services/hand/temp').length;
+    await until(() => (inbox.messages.filter((m) => m.topic === 'services/hand/temp').length > n + 2 ? true : undefined), 10_000, 'old version polling');
+
+    // An editor saving by rename: a new file under another name, renamed over the old one.
+    const tmp = join(servicesDir, '.hand.yaml.swp');
+    writeFileSync(tmp, lineYaml(plc.port, "$[0] + 1"));
+    renameSync(tmp, file);
+    const next = await inbox.until((m) => m.topic === 'services/hand/temp' && m.payload === '216', 10_000);
+    expect(next.payload).to.equal('216');
+    await until(async () => (((await api('GET', '/api/services')).body as Array<{ id: string; state: string }>).find((s) => s.id === 'hand')!.state === 'applied' ? true : undefined), 10_000, 'hand applied');
+  });
+
+  it('keeps the running version while a file is half written, then applies it once complete', async () => {
+    const file = join(servicesDir, 'hand.yaml');
+    const full = lineYaml(plc.port, "$[0] + 2");
+    const refusedBefore = logsOf('service file refused').length;
+    writeFileSync(file, full.slice(0, full.indexOf('  pressure:') - 20)); // cut in the middle of a line
+    await until(() => (logsOf('service file refused').length > refusedBefore ? true : undefined), 10_000, 'partial file refused');
+    expect((await api('GET', '/api/endpoints/hand.pressure')).body.currentState).to.equal('enabled');
+    writeFileSync(file, full);
+    await inbox.until((m) => m.topic === 'services/hand/temp' && m.payload === '217', 10_000);
+  });
+
+  it('stops the resources of a file deleted by hand, and of a service deleted through the API', async () => {
+    unlinkSync(join(servicesDir, 'hand.yaml'));
+    await until(async () => (!(await connectionIds()).includes('hand.plc') ? true : undefined), 10_000, 'hand removed');
+    expect((await api('GET', '/api/services/hand')).status).to.equal(404);
+    const del = await api('DELETE', '/api/services/line');
+    expect(del.status).to.equal(200);
+    expect(del.body).to.deep.equal({ id: 'line', changes: { added: [], restarted: [], retargeted: [], removed: ['line.plc', 'line.pressure', 'line.temp'], unchanged: ['steady.level', 'steady.plc'] } });
+    expect(existsSync(join(servicesDir, 'line.yaml'))).to.equal(false);
+    expect(await connectionIds()).to.deep.equal(['steady.plc']);
+    expect((await api('DELETE', '/api/services/line')).status).to.equal(404);
+    await until(() => (plc.open === 0 ? true : undefined), 10_000, 'line connections closed');
+    // Through all of it the steady service kept its one connection and the MQTT client stayed.
+    await steadyPolls();
+    expect(steady.accepted).to.equal(1);
+    expect(clientCloses).to.equal(0);
+  });
+
+  it('follows the directory being removed and created again', async () => {
+    rmSync(servicesDir, { recursive: true });
+    await until(async () => ((await connectionIds()).length === 0 ? true : undefined), 10_000, 'services gone with the directory');
+    // The API creates the directory again.
+    expect((await putYaml('steady', steadyYaml(steady.port))).status).to.equal(201);
+    expect(readFileSync(join(servicesDir, 'steady.yaml'), 'utf8')).to.equal(steadyYaml(steady.port));
+    await steadyPolls();
+  });
+});
