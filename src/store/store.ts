@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
 import type { RoleRecord, TokenRecord, UserRecord } from './records.js';
 
 /** Bumped when the layout of stored records changes incompatibly; backups carry it. */
@@ -52,6 +52,12 @@ export interface Store extends StoreDatabases {
   reopen(swap: (dir: string) => Promise<void>): Promise<void>;
   /** Listeners called after a successful reopen (caches reload from the new store). */
   onReopen(listener: () => void): void;
+  /**
+   * Opens (creating it if missing) a named database of this environment for a part that keeps
+   * its own data (the MQTT broker state), so backups and restores carry it. A reopen invalidates
+   * the handle: open it again from an onReopen listener.
+   */
+  openDatabase<V = unknown, K extends Key = Key>(name: string, options?: DatabaseOptions): Database<V, K>;
 }
 
 export const STORE_FILE = 'data.mdb';
@@ -122,6 +128,7 @@ export function openStore(options: OpenStoreOptions): Store {
       for (const listener of reopenListeners) listener();
     },
     onReopen: (listener) => void reopenListeners.push(listener),
+    openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
   };
   return store;
 }
