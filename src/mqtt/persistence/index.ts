@@ -1,0 +1,2 @@
+export { createLmdbPersistence, LmdbPersistence } from './lmdb-persistence.js';
+export type { BrokerStateStats, LmdbPersistenceDeps, LmdbPersistenceLimits, PersistenceBroker } from './lmdb-persistence.js';
