@@ -1,12 +1,15 @@
 // Runs aedes-persistence's abstract test suite, unmodified, under node:test against the LMDB
 // persistence: each instance on a fresh LMDB store in a temp dir. Started as a child process by
 // test/mqtt-persistence-abstract.test.ts, which turns its results into one mocha test each.
+// With ABSTRACT_READS=disk every call first waits until the earlier writes are on disk, so the
+// suite's reads go to LMDB instead of the writes not yet committed.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { createLmdbPersistence } from '../../src/mqtt/persistence/index.js';
+import { createLmdbPersistence, type LmdbPersistence } from '../../src/mqtt/persistence/index.js';
 import { openStore } from '../../src/store/index.js';
 
 const require = createRequire(import.meta.url);
@@ -35,6 +38,34 @@ abstractSuite({
       await destroy();
       await store.close();
     };
-    return persistence;
+    return process.env.ABSTRACT_READS === 'disk' ? readingFromDisk(persistence) : persistence;
   },
 });
+
+const STREAMS = new Set(['createRetainedStream', 'createRetainedStreamCombi', 'outgoingStream', 'streamWill', 'getClientList']);
+
+/** The same persistence, each call made once the writes before it are flushed. */
+function readingFromDisk(persistence: LmdbPersistence): LmdbPersistence {
+  return new Proxy(persistence, {
+    get(target, property) {
+      const value = Reflect.get(target, property) as unknown;
+      if (typeof value !== 'function' || property === 'setup' || property === 'destroy' || typeof property !== 'string') {
+        return typeof value === 'function' ? value.bind(target) : value;
+      }
+      const method = value as (...args: unknown[]) => unknown;
+      if (STREAMS.has(property)) {
+        return (...args: unknown[]) =>
+          Readable.from(
+            (async function* () {
+              await target.whenDurable();
+              yield* method.apply(target, args) as Readable;
+            })(),
+          );
+      }
+      return async (...args: unknown[]) => {
+        await target.whenDurable();
+        return method.apply(target, args);
+      };
+    },
+  });
+}
