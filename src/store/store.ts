@@ -58,6 +58,8 @@ export interface Store extends StoreDatabases {
    * the handle: open it again from an onReopen listener.
    */
   openDatabase<V = unknown, K extends Key = Key>(name: string, options?: DatabaseOptions): Database<V, K>;
+  /** False after close() and while reopen() swaps the files: a write then would crash the process (lmdb-js throws it asynchronously). */
+  isOpen(): boolean;
 }
 
 export const STORE_FILE = 'data.mdb';
@@ -103,6 +105,7 @@ function openRoot(dir: string): { root: RootDatabase; dbs: StoreDatabases } {
 
 export function openStore(options: OpenStoreOptions): Store {
   let { root, dbs } = openRoot(options.dir);
+  let opened = true;
   const reopenListeners: (() => void)[] = [];
   const store: Store = {
     ...dbs,
@@ -118,17 +121,23 @@ export function openStore(options: OpenStoreOptions): Store {
     flushed: async () => {
       await root.flushed;
     },
-    close: () => root.close(),
+    close: () => {
+      opened = false;
+      return root.close();
+    },
     reopen: async (swap) => {
       await root.flushed;
+      opened = false;
       await root.close();
       await swap(options.dir);
       ({ root, dbs } = openRoot(options.dir));
+      opened = true;
       Object.assign(store, dbs);
       for (const listener of reopenListeners) listener();
     },
     onReopen: (listener) => void reopenListeners.push(listener),
     openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
+    isOpen: () => opened,
   };
   return store;
 }

@@ -329,7 +329,7 @@ export class LmdbPersistence {
    * Runs on a timer once setup() was called; returns how many sessions it wiped.
    */
   sweepExpiredSessions(): number {
-    if (this.#destroyed) return 0;
+    if (this.#destroyed || !this.deps.store.isOpen()) return 0;
     const state = this.#state;
     const batch = this.deps.sweepBatch ?? 1000;
     const clients = this.#broker?.clients;

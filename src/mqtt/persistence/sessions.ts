@@ -85,9 +85,12 @@ export class SessionIndex {
   private load(): void {
     const now = this.o.now();
     for (const { value } of this.o.sessions.db.getRange()) {
-      // A session that was connected when the process died starts its expiry now.
-      const expiresAt = value.expiresAt ?? now + value.expirySeconds * 1000;
-      const session = new Session(value.clientId, clientKey(value.clientId), expiresAt, value.expirySeconds);
+      // The configured bound applies to sessions stored under an older one, and a session that
+      // was connected when the process died starts its expiry now.
+      const expirySeconds = Math.min(value.expirySeconds, this.o.sessionExpirySeconds);
+      const latest = now + expirySeconds * 1000;
+      const expiresAt = value.expiresAt === null ? latest : Math.min(value.expiresAt, latest);
+      const session = new Session(value.clientId, clientKey(value.clientId), expiresAt, expirySeconds);
       this.byKey.set(session.key, session);
     }
     for (const { value } of this.o.subscriptions.db.getRange()) {

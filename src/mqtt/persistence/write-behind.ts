@@ -22,9 +22,14 @@ export class WriteLog {
   private flushing: { upTo: number; done: Promise<void> } | undefined;
 
   constructor(
-    private readonly store: Pick<Store, 'flushed'>,
+    private readonly store: Pick<Store, 'flushed' | 'isOpen'>,
     private readonly onError: (error: unknown) => void,
   ) {}
+
+  /** Throws while the store is closed (a restore swaps it): lmdb-js would crash the process on that write. */
+  assertOpen(): void {
+    if (!this.store.isOpen()) throw new Error('the store is closed (a restore is replacing it)');
+  }
 
   track(commit: Promise<unknown>): void {
     this.issued++;
@@ -63,10 +68,12 @@ export class WriteBehind<V> {
 
   /** `id` names `key` uniquely as a string (the map key of the pending writes). */
   put(id: string, key: Key, value: V): void {
+    this.log.assertOpen();
     this.issue(id, { key, value }, this.db.put(key, value));
   }
 
   remove(id: string, key: Key): void {
+    this.log.assertOpen();
     this.issue(id, { key, value: REMOVED }, this.db.remove(key));
   }
 
