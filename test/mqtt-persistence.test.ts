@@ -6,8 +6,9 @@ import type { Readable } from 'node:stream';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import sinon from 'sinon';
+import { loadConfig } from '../src/config/index.js';
 import { createLogger, type Logger } from '../src/log/index.js';
-import { createLmdbPersistence, type LmdbPersistence, type LmdbPersistenceDeps } from '../src/mqtt/persistence/index.js';
+import { createLmdbPersistence, persistenceLimits, type LmdbPersistence, type LmdbPersistenceDeps } from '../src/mqtt/persistence/index.js';
 import { literalPrefix, topicMatches } from '../src/mqtt/persistence/topic-filter.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { TEST_LIMITS } from './support/bare-aedes.js';
@@ -410,6 +411,13 @@ describe('mqtt persistence: LMDB broker state', function () {
     } finally {
       rmSync(backup, { recursive: true, force: true });
     }
+  });
+
+  it('takes its limits from mqtt.persistence and mqtt.maxQueuedMessages, each settable from the environment', () => {
+    expect(persistenceLimits(loadConfig({ env: {} }).mqtt)).to.deep.equal({ maxQueuedMessages: 1000, maxRetainedMessages: 10_000, maxRetainedBytes: 16 * 1024 * 1024, sessionExpirySeconds: 7 * 24 * 3600 });
+    const config = loadConfig({ env: { GATEWAYD_SET__MQTT__PERSISTENCE__SESSION_EXPIRY_SECONDS: '3600', GATEWAYD_SET__MQTT__PERSISTENCE__ENABLED: 'false' } });
+    expect([config.mqtt.persistence.sessionExpirySeconds, config.mqtt.persistence.enabled]).to.deep.equal([3600, false]);
+    expect(() => loadConfig({ env: { GATEWAYD_SET__MQTT__PERSISTENCE__MAX_RETAINED_BYTES: '10' } })).to.throw(/maxRetainedBytes/);
   });
 
   it('whenDurable(mark) waits for the disk only when something was written after the mark', async () => {

@@ -8,6 +8,7 @@
 // "Broker state on disk" in README.md for why.
 import { Readable } from 'node:stream';
 import type { Database, Key } from 'lmdb';
+import type { GatewayConfig } from '../../config/config-schema.js';
 import type { Logger } from '../../log/index.js';
 import { prefixRange, type Store } from '../../store/index.js';
 import { aedesPacket, type StoredPacket } from './aedes-modules.js';
@@ -91,6 +92,12 @@ interface LoadedState {
   /** session key → brokerId of its will (streamWill filters on it without reading the wills). */
   willBrokers: Map<string, string>;
   queuedTotal: number;
+}
+
+/** The limits from the configuration: mqtt.persistence, and mqtt.maxQueuedMessages for the queues. */
+export function persistenceLimits(mqtt: GatewayConfig['mqtt']): LmdbPersistenceLimits {
+  const { maxRetainedMessages, maxRetainedBytes, sessionExpirySeconds } = mqtt.persistence;
+  return { maxQueuedMessages: mqtt.maxQueuedMessages, maxRetainedMessages, maxRetainedBytes, sessionExpirySeconds };
 }
 
 export function createLmdbPersistence(deps: LmdbPersistenceDeps): LmdbPersistence {
