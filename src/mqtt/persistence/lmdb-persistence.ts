@@ -77,7 +77,6 @@ const DATABASES = {
   sessions: 'mqtt-sessions',
   subscriptions: 'mqtt-subscriptions',
   outgoing: 'mqtt-outgoing',
-  outgoingRefs: 'mqtt-outgoing-refs',
   incoming: 'mqtt-incoming',
   wills: 'mqtt-wills',
 } as const;
@@ -133,7 +132,7 @@ export class LmdbPersistence {
       sessionExpirySeconds: limits.sessionExpirySeconds,
       now: this.#now,
     });
-    const queues = new OutgoingQueues(table<StoredPacket>(DATABASES.outgoing), table<number>(DATABASES.outgoingRefs), limits.maxQueuedMessages);
+    const queues = new OutgoingQueues(table<StoredPacket>(DATABASES.outgoing), limits.maxQueuedMessages);
     let queuedTotal = 0;
     for (const session of sessions.sessions()) {
       queues.load(session);

@@ -1,25 +1,48 @@
 // Outgoing QoS 1/2 messages of persistent sessions: offline queues and in-flight deliveries
-// (messageId assigned, PUBREL). They live on disk only; memory holds per session a count and the
-// next sequence number, so opening 10,000 sessions does not read their queued messages.
+// (messageId assigned, PUBREL), on disk only:
 //
-//   mqtt-outgoing       [session key, seq] → packet (aedes-packet shape, messageId once assigned)
-//   mqtt-outgoing-refs  [session key, 'c', brokerId, brokerCounter] → seq   (outgoingUpdate)
-//                       [session key, 'm', messageId] → seq                 (PUBACK/PUBREC/PUBCOMP)
-import type { Key } from 'lmdb';
+//   mqtt-outgoing   [session key, seq] → packet (aedes-packet shape, messageId once assigned)
+//
+// Memory holds per session a count and the next sequence number, so opening 10,000 sessions
+// reads none of their messages. aedes finds a queued packet by brokerId + brokerCounter (to give
+// it a messageId) and by messageId (PUBACK, PUBREC, PUBCOMP); the lookup table for that is built
+// in memory when a session is first asked (one scan of its queue, at most maxQueuedMessages) and
+// dropped when its client disconnects. No index on disk: one write per step of a delivery, and
+// half the B-tree pages touched per commit, matters on flash.
 import { prefixRange } from '../../store/index.js';
 import type { StoredPacket } from './aedes-modules.js';
 import type { Session } from './sessions.js';
 import { REMOVED, type WriteBehind } from './write-behind.js';
 
-/** Entries read from disk per step of a stream or a wipe. */
+/** Entries read from disk per step of a stream. */
 const BATCH = 64;
 
-type Ref = ['c', string, number] | ['m', number];
+/** Where a session's queued packets are, by the two keys aedes looks them up with. */
+export class QueueIndex {
+  readonly byCounter = new Map<string, number>();
+  readonly byMessageId = new Map<number, number>();
+
+  add(seq: number, packet: StoredPacket): void {
+    const counter = counterKey(packet);
+    if (counter !== undefined) this.byCounter.set(counter, seq);
+    if (packet.messageId !== undefined) this.byMessageId.set(packet.messageId, seq);
+  }
+
+  /** Forgets `packet` at `seq` (a key that now points at another entry is kept). */
+  delete(seq: number, packet: StoredPacket): void {
+    const counter = counterKey(packet);
+    if (counter !== undefined && this.byCounter.get(counter) === seq) this.byCounter.delete(counter);
+    if (packet.messageId !== undefined && this.byMessageId.get(packet.messageId) === seq) this.byMessageId.delete(packet.messageId);
+  }
+}
+
+function counterKey(packet: Partial<StoredPacket>): string | undefined {
+  return packet.brokerId !== undefined && packet.brokerCounter !== undefined ? `${packet.brokerCounter}\u0000${packet.brokerId}` : undefined;
+}
 
 export class OutgoingQueues {
   constructor(
     private readonly records: WriteBehind<StoredPacket>,
-    private readonly refs: WriteBehind<number>,
     private readonly maxQueued: number,
   ) {}
 
@@ -37,8 +60,8 @@ export class OutgoingQueues {
     if (session.queued >= this.maxQueued) return false;
     const seq = session.nextSeq++;
     session.queued++;
-    this.putRecord(session.key, seq, packet);
-    if (packet.brokerId !== undefined && packet.brokerCounter !== undefined) this.putRef(session.key, ['c', packet.brokerId, packet.brokerCounter], seq);
+    this.put(session.key, seq, packet);
+    session.queueIndex?.add(seq, packet);
     return true;
   }
 
@@ -47,44 +70,40 @@ export class OutgoingQueues {
    * or replaces the entry of that messageId by a PUBREL. Throws 'no such packet' like aedes-persistence.
    */
   update(session: Session, packet: StoredPacket): void {
-    const key = session.key;
-    if (packet.brokerId !== undefined && packet.brokerCounter !== undefined) {
-      const seq = this.ref(key, ['c', packet.brokerId, packet.brokerCounter]);
-      const stored = seq === undefined ? undefined : this.record(key, seq);
-      if (seq !== undefined && stored) {
-        if (stored.messageId !== packet.messageId) {
-          this.dropMessageIdRef(key, seq, stored);
-          if (packet.messageId !== undefined) this.putRef(key, ['m', packet.messageId], seq);
-        }
-        this.putRecord(key, seq, { ...stored, messageId: packet.messageId });
-        return;
-      }
+    const index = this.index(session);
+    const counter = counterKey(packet);
+    const bySeq = counter === undefined ? undefined : index.byCounter.get(counter);
+    const stored = bySeq === undefined ? undefined : this.get(session.key, bySeq);
+    if (bySeq !== undefined && stored) {
+      const updated = { ...stored, messageId: packet.messageId };
+      index.delete(bySeq, stored);
+      index.add(bySeq, updated);
+      this.put(session.key, bySeq, updated);
+      return;
     }
-    if (packet.messageId !== undefined) {
-      const seq = this.ref(key, ['m', packet.messageId]);
-      const stored = seq === undefined ? undefined : this.record(key, seq);
-      // Another broker's packet (or none, for a PUBREL) with this id: the new state replaces it.
-      if (seq !== undefined && stored && stored.brokerId !== packet.brokerId) {
-        this.dropCounterRef(key, seq, stored);
-        this.putRecord(key, seq, { ...packet });
-        return;
-      }
+    const byId = packet.messageId === undefined ? undefined : index.byMessageId.get(packet.messageId);
+    const replaced = byId === undefined ? undefined : this.get(session.key, byId);
+    // Another broker's packet (or none, for a PUBREL) with this id: the new state replaces it.
+    if (byId !== undefined && replaced && replaced.brokerId !== packet.brokerId) {
+      const next = { ...packet };
+      index.delete(byId, replaced);
+      index.add(byId, next);
+      this.put(session.key, byId, next);
+      return;
     }
     throw new Error('no such packet');
   }
 
   /** Removes the entry acknowledged by `packet` (by messageId, else by brokerId + brokerCounter) and returns it. */
-  clear(session: Session, packet: Partial<StoredPacket> | undefined): StoredPacket | undefined {
-    const key = session.key;
-    let seq: number | undefined;
-    if (packet?.messageId !== undefined) seq = this.ref(key, ['m', packet.messageId]);
-    else if (packet?.brokerId !== undefined && packet.brokerCounter !== undefined) seq = this.ref(key, ['c', packet.brokerId, packet.brokerCounter]);
+  clear(session: Session, packet: Partial<StoredPacket>): StoredPacket | undefined {
+    const index = this.index(session);
+    const counter = counterKey(packet);
+    const seq = packet.messageId !== undefined ? index.byMessageId.get(packet.messageId) : counter !== undefined ? index.byCounter.get(counter) : undefined;
     if (seq === undefined) return undefined;
-    const stored = this.record(key, seq);
+    const stored = this.get(session.key, seq);
     if (!stored) return undefined;
-    this.records.remove(keyId([key, seq]), [key, seq]);
-    this.dropMessageIdRef(key, seq, stored);
-    this.dropCounterRef(key, seq, stored);
+    index.delete(seq, stored);
+    this.records.remove(recordId(session.key, seq), [session.key, seq]);
     session.queued--;
     if (session.queued < this.maxQueued) session.dropping = false;
     return stored;
@@ -92,6 +111,29 @@ export class OutgoingQueues {
 
   /** The queue in order, read from disk a batch at a time as the stream is consumed. */
   *entries(sessionKey: string): Generator<StoredPacket> {
+    for (const [, packet] of this.scan(sessionKey)) yield packet;
+  }
+
+  /** Removes every entry of a session. */
+  wipe(session: Session): void {
+    const { start, end } = prefixRange(session.key);
+    this.records.removeOwnedBy(session.key, start, end, (key) => recordId(...(key as [string, number])));
+    session.queued = 0;
+    session.dropping = false;
+    session.queueIndex = undefined;
+  }
+
+  /** The session's lookup table, built from one scan of its queue when missing. */
+  private index(session: Session): QueueIndex {
+    if (session.queueIndex) return session.queueIndex;
+    const index = new QueueIndex();
+    for (const [seq, packet] of this.scan(session.key)) index.add(seq, packet);
+    session.queueIndex = index;
+    return index;
+  }
+
+  /** [seq, packet] in order: the disk a batch at a time, writes not committed yet overriding it. */
+  private *scan(sessionKey: string): Generator<[number, StoredPacket]> {
     let from = 0;
     const { end } = prefixRange(sessionKey);
     for (;;) {
@@ -102,62 +144,30 @@ export class OutgoingQueues {
         batch.set(last, value);
       }
       const upper = batch.size === BATCH ? last : Infinity;
-      // Writes not committed yet override what the disk says.
       for (const write of this.records.pendingWrites()) {
         const [owner, seq] = write.key as [string, number];
         if (owner === sessionKey && seq >= from && seq <= upper) batch.set(seq, write.value);
       }
       for (const seq of [...batch.keys()].sort((a, b) => a - b)) {
         const value = batch.get(seq)!;
-        if (value !== REMOVED) yield value;
+        if (value !== REMOVED) yield [seq, value];
       }
       if (upper === Infinity) return;
       from = upper + 1;
     }
   }
 
-  /** Removes every entry and reference of a session. */
-  wipe(session: Session): void {
-    const { start, end } = prefixRange(session.key);
-    const id = (key: Key) => keyId(key as (string | number)[]);
-    this.records.removeOwnedBy(session.key, start, end, id);
-    this.refs.removeOwnedBy(session.key, start, end, id);
-    session.queued = 0;
-    session.dropping = false;
+  private get(sessionKey: string, seq: number): StoredPacket | undefined {
+    return this.records.get(recordId(sessionKey, seq), [sessionKey, seq]);
   }
 
-  private record(sessionKey: string, seq: number): StoredPacket | undefined {
-    return this.records.get(keyId([sessionKey, seq]), [sessionKey, seq]);
+  private put(sessionKey: string, seq: number, packet: StoredPacket): void {
+    this.records.put(recordId(sessionKey, seq), [sessionKey, seq], packet);
   }
+}
 
-  private putRecord(sessionKey: string, seq: number, packet: StoredPacket): void {
-    this.records.put(keyId([sessionKey, seq]), [sessionKey, seq], packet);
-  }
-
-  private ref(sessionKey: string, ref: Ref): number | undefined {
-    const key = [sessionKey, ...ref];
-    return this.refs.get(keyId(key), key);
-  }
-
-  private putRef(sessionKey: string, ref: Ref, seq: number): void {
-    const key = [sessionKey, ...ref];
-    this.refs.put(keyId(key), key, seq);
-  }
-
-  /** Removes a reference if it still points at `seq` (ids are reused, counters are not). */
-  private dropRef(sessionKey: string, ref: Ref, seq: number): void {
-    const key = [sessionKey, ...ref];
-    const id = keyId(key);
-    if (this.refs.get(id, key) === seq) this.refs.remove(id, key);
-  }
-
-  private dropMessageIdRef(sessionKey: string, seq: number, stored: StoredPacket): void {
-    if (stored.messageId !== undefined) this.dropRef(sessionKey, ['m', stored.messageId], seq);
-  }
-
-  private dropCounterRef(sessionKey: string, seq: number, stored: StoredPacket): void {
-    if (stored.brokerId !== undefined && stored.brokerCounter !== undefined) this.dropRef(sessionKey, ['c', stored.brokerId, stored.brokerCounter], seq);
-  }
+function recordId(sessionKey: string, seq: number): string {
+  return `${sessionKey}\u0000${seq}`;
 }
 
 /** A string naming a composite key: its parts joined by U+0000, which MQTT strings do not contain. */

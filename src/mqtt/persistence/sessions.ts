@@ -4,6 +4,7 @@
 // costs O(topic levels), not O(subscriptions). Queued messages stay on disk (outgoing-queues.ts).
 import { createSubscriptionTrie, type SubscriptionTrie } from './aedes-modules.js';
 import { CLIENT_KEY_BYTES, FILTER_KEY_BYTES, boundedKey } from './keys.js';
+import type { QueueIndex } from './outgoing-queues.js';
 import type { WriteBehind } from './write-behind.js';
 
 /** What aedes passes as a subscription (SUBSCRIBE payload entry, MQTT 5 options included). */
@@ -47,6 +48,8 @@ export class Session {
   nextSeq = 1;
   /** Set on the first dropped message of a full queue, cleared when it has room again (one warning per episode). */
   dropping = false;
+  /** Where its queued packets are, while its client is connected (OutgoingQueues). */
+  queueIndex: QueueIndex | undefined;
 
   constructor(
     readonly clientId: string,
@@ -151,6 +154,7 @@ export class SessionIndex {
   disconnected(client: SessionClient): void {
     const session = this.get(client.id);
     if (!session) return;
+    session.queueIndex = undefined;
     session.expirySeconds = this.expirySeconds(client);
     session.expiresAt = this.o.now() + session.expirySeconds * 1000;
     this.save(session);

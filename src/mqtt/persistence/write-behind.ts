@@ -19,6 +19,7 @@ export class WriteLog {
   /** Writes whose commit failed. */
   failures = 0;
   private durableUpTo = 0;
+  private batch: { commit: Promise<unknown>; settled: (() => void)[] } | undefined;
   private flushing: { upTo: number; done: Promise<void> } | undefined;
 
   constructor(
@@ -31,12 +32,26 @@ export class WriteLog {
     if (!this.store.isOpen()) throw new Error('the store is closed (a restore is replacing it)');
   }
 
-  track(commit: Promise<unknown>): void {
+  /**
+   * Counts a write and calls `settled` once its commit is done (or failed). lmdb-js returns one
+   * promise per commit batch, so the writes of a batch share one callback: no closure per write.
+   */
+  track(commit: Promise<unknown>, settled: () => void): void {
     this.issued++;
-    commit.then(undefined, (error: unknown) => {
-      this.failures++;
-      this.onError(error);
-    });
+    if (commit !== this.batch?.commit) {
+      const batch = { commit, settled: [] as (() => void)[] };
+      this.batch = batch;
+      const settle = () => {
+        if (this.batch === batch) this.batch = undefined;
+        for (const done of batch.settled) done();
+      };
+      commit.then(settle, (error: unknown) => {
+        this.failures += batch.settled.length;
+        this.onError(error);
+        settle();
+      });
+    }
+    this.batch!.settled.push(settled);
   }
 
   /**
@@ -105,10 +120,8 @@ export class WriteBehind<V> {
 
   private issue(id: string, write: PendingWrite<V>, commit: Promise<unknown>): void {
     this.pending.set(id, write);
-    this.log.track(commit);
-    const settle = () => {
+    this.log.track(commit, () => {
       if (this.pending.get(id) === write) this.pending.delete(id);
-    };
-    commit.then(settle, settle);
+    });
   }
 }
