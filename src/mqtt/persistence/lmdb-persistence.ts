@@ -166,6 +166,7 @@ export class LmdbPersistence {
 
   /** Called by aedes (listen) with the broker: follows its clients and starts the expiry sweep. */
   async setup(broker: PersistenceBroker): Promise<void> {
+    if (this.#broker && this.#broker !== broker) this.#unfollow(this.#broker);
     this.#broker = broker;
     broker.on?.('client', this.#onClient);
     broker.on?.('clientDisconnect', this.#onClientDisconnect);
@@ -384,9 +385,13 @@ export class LmdbPersistence {
     if (this.#destroyed) return;
     this.#destroyed = true;
     clearInterval(this.#sweeper);
-    this.#broker?.removeListener?.('client', this.#onClient);
-    this.#broker?.removeListener?.('clientDisconnect', this.#onClientDisconnect);
+    if (this.#broker) this.#unfollow(this.#broker);
     await this.#writes.whenDurable();
+  }
+
+  #unfollow(broker: PersistenceBroker): void {
+    broker.removeListener?.('client', this.#onClient);
+    broker.removeListener?.('clientDisconnect', this.#onClientDisconnect);
   }
 
   #retainedRefused(topic: string, refusal: RetainedRefusal): void {

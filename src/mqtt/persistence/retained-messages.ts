@@ -103,14 +103,17 @@ export class RetainedMessages {
     const range = retainedPrefixRange(literalPrefix(pattern));
     let start: Buffer = range.start;
     for (;;) {
+      // A batch is read before anything is yielded: no LMDB cursor stays open while the consumer waits.
+      const batch: RetainedPacket[] = [];
       let read = 0;
       let last: Buffer | undefined;
       for (const { key, value } of this.table.db.getRange({ start, end: range.end, limit: BATCH })) {
         read++;
         last = Buffer.from(key as Uint8Array); // lmdb-js may reuse the key buffer
         // A write not committed yet wins: it is yielded below from the pending writes.
-        if (this.table.pendingWrite(last.toString()) === undefined && topicMatches(pattern, value.topic)) yield value;
+        if (this.table.pendingWrite(last.toString()) === undefined && topicMatches(pattern, value.topic)) batch.push(value);
       }
+      yield* batch;
       if (read < BATCH || !last) break;
       start = Buffer.concat([last, Buffer.of(0)]); // the smallest key after `last`
     }
