@@ -3,15 +3,11 @@
 import { rmSync } from 'node:fs';
 import net from 'node:net';
 import { expect } from 'chai';
-import type { MqttClient } from 'mqtt';
 import { acknowledgeWhenDurable, type DurabilityBarrier } from '../src/mqtt/persistence/index.js';
 import { startBareBroker, type BareBroker } from './support/bare-aedes.js';
+import { sessionPresent } from './support/broker-crash-kit.js';
 import { tempDir } from './support/harness.js';
 import { connect, connectWithInbox, endAllClients, subscribe, withTimeout } from './support/mqtt-test-kit.js';
-
-function sessionPresent(client: MqttClient): boolean {
-  return (client as unknown as { connackPacket?: { sessionPresent?: boolean } }).connackPacket?.sessionPresent === true;
-}
 
 /**
  * The persistence's barrier, plus a switch: while held, an acknowledgement that the real barrier

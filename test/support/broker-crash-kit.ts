@@ -121,6 +121,6 @@ export async function expectAckedStateToSurviveKill(o: CrashScenarioOptions): Pr
 }
 
 /** The sessionPresent flag of the client's CONNACK. */
-function sessionPresent(client: MqttClient): boolean {
+export function sessionPresent(client: MqttClient): boolean {
   return (client as unknown as { connackPacket?: { sessionPresent?: boolean } }).connackPacket?.sessionPresent === true;
 }
