@@ -131,6 +131,26 @@ describe('mqtt persistence: LMDB broker state', function () {
     expect(p.stats()).to.include({ sessions: 2, subscriptions: 3, queuedMessages: 2, retainedMessages: 3 });
   });
 
+  it('opens without reading a queued message: the queue lengths come from the keys', async () => {
+    let p = persistence({ limits: { maxQueuedMessages: 100 } });
+    await p.setup({ id: 'b' });
+    for (let s = 0; s < 20; s++) {
+      await p.addSubscriptions({ id: `d${s}` }, [{ topic: `d${s}/#`, qos: 1 }]);
+      for (let m = 0; m < 30; m++) await p.outgoingEnqueue({ clientId: `d${s}` }, queued(`d${s}/x`, `m${m}`, s * 100 + m));
+    }
+    const lmdb = Object.getPrototypeOf(store.users) as Record<'get' | 'getRange' | 'getValues', (...args: unknown[]) => unknown>;
+    const reads = (['get', 'getRange', 'getValues'] as const).map((method) => sinon.spy(lmdb, method));
+    try {
+      p = await restart(p, { limits: { maxQueuedMessages: 100 } });
+      const readDatabases = new Set(reads.flatMap((spy) => spy.getCalls().map((call) => (call.thisValue as { name?: string }).name)));
+      expect([...readDatabases]).to.include('mqtt-sessions').and.not.include('mqtt-outgoing');
+    } finally {
+      reads.forEach((spy) => spy.restore());
+    }
+    expect(p.stats()).to.include({ sessions: 20, queuedMessages: 600 });
+    expect((await list(p.outgoingStream({ id: 'd7' }))).length).to.equal(30);
+  });
+
   it('reads a retained pattern with a literal start as a range of that prefix only', async () => {
     const p = persistence();
     await p.setup({ id: 'b' });
