@@ -170,7 +170,13 @@ export class LmdbPersistence {
     this.#broker = broker;
     broker.on?.('client', this.#onClient);
     broker.on?.('clientDisconnect', this.#onClientDisconnect);
-    this.#sweeper ??= setInterval(() => this.sweepExpiredSessions(), this.deps.sweepIntervalMs ?? 60_000);
+    this.#sweeper ??= setInterval(() => {
+      try {
+        this.sweepExpiredSessions();
+      } catch (error) {
+        this.#warn('sweep', 'mqtt session expiry sweep failed', { error });
+      }
+    }, this.deps.sweepIntervalMs ?? 60_000);
     this.#sweeper.unref();
   }
 
