@@ -181,6 +181,17 @@ describe('mqtt persistence under aedes 2', function () {
     raw.socket.destroy();
   });
 
+  it('knows a persistent session from the first connect, without subscriptions, across a restart', async () => {
+    broker = await startBareBroker({ dir });
+    const quiet = await connect(broker.port, { clientId: 'quiet-device', clean: false });
+    const passing = await connect(broker.port, { clientId: 'passing-by', clean: true });
+    expect([broker.persistence!.hasSession('quiet-device'), broker.persistence!.hasSession('passing-by')]).to.deep.equal([true, false]);
+    await Promise.all([quiet.endAsync(), passing.endAsync()]);
+    await broker.close();
+    broker = await startBareBroker({ dir });
+    expect(broker.persistence!.hasSession('quiet-device')).to.equal(true);
+  });
+
   it('wipes an abandoned persistent session: the device then gets sessionPresent 0, no old subscription and no queued message', async () => {
     let now = Date.now();
     broker = await startBareBroker({ dir, limits: { sessionExpirySeconds: 3600 }, persistence: { now: () => now } });

@@ -363,6 +363,11 @@ export class LmdbPersistence {
     this.#counters.sessionsExpired++;
   }
 
+  /** Whether a session is stored for this client id (MQTT 3.1.1 sessionPresent: whether or not it holds subscriptions). */
+  hasSession(clientId: string): boolean {
+    return this.#state.sessions.get(clientId) !== undefined;
+  }
+
   stats(): BrokerStateStats {
     const s = this.#state;
     return {

@@ -139,11 +139,14 @@ export class SessionIndex {
     return session;
   }
 
-  /** The client connected: its session does not expire while it stays. */
+  /**
+   * The client connected: its session does not expire while it stays. A client that asked for a
+   * persistent session has one from now on, even before it subscribes (sessionPresent, MQTT-3.2.2-2).
+   */
   connected(client: SessionClient): void {
-    const session = this.get(client.id);
-    if (!session) return;
     const expirySeconds = this.expirySeconds(client);
+    const session = this.get(client.id) ?? (expirySeconds > 0 ? this.ensure({ ...client, connected: true }) : undefined);
+    if (!session) return;
     if (session.expiresAt === null && session.expirySeconds === expirySeconds) return;
     session.expiresAt = null;
     session.expirySeconds = expirySeconds;
