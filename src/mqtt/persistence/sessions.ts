@@ -145,7 +145,8 @@ export class SessionIndex {
    */
   connected(client: SessionClient): void {
     const expirySeconds = this.expirySeconds(client);
-    const session = this.get(client.id) ?? (expirySeconds > 0 ? this.ensure({ ...client, connected: true }) : undefined);
+    const { id, clean, version, sessionExpiryInterval } = client;
+    const session = this.get(id) ?? (expirySeconds > 0 ? this.ensure({ id, clean, version, sessionExpiryInterval, connected: true }) : undefined);
     if (!session) return;
     if (session.expiresAt === null && session.expirySeconds === expirySeconds) return;
     session.expiresAt = null;
