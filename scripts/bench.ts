@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, permissions, identity, mqtt, mqtt-auth, maintenance, mapping (default: all).
+// startup, permissions, identity, mqtt, mqtt-auth, mqtt-persistence, maintenance, mapping (default: all).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,6 +48,7 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   identity: async () => (await import('./bench-identity.js')).benchIdentity(),
   mqtt: async () => (await import('./bench-mqtt.js')).benchMqtt(),
   'mqtt-auth': async () => (await import('./bench-mqtt-auth.js')).benchMqttAuth(),
+  'mqtt-persistence': async () => (await import('./bench-mqtt-persistence.js')).benchMqttPersistence(),
   maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),
   mapping: async () => (await import('./bench-mapping.js')).benchMapping(),
 };

@@ -46,6 +46,12 @@ export const configSchema = obj({
     maxConcurrentAuth: positiveInt,
     retryIntervalSeconds: positiveInt,
     serverHostnames: { type: 'array', items: { type: 'string', minLength: 1 } },
+    persistence: obj({
+      enabled: { type: 'boolean' },
+      maxRetainedMessages: positiveInt,
+      maxRetainedBytes: { type: 'integer', minimum: 1024 },
+      sessionExpirySeconds: positiveInt,
+    }),
   }),
   auth: obj({
     tokenLifetimeHours: { type: 'number', exclusiveMinimum: 0 },
@@ -156,6 +162,19 @@ export interface GatewayConfig {
     maxConcurrentAuth: number;
     retryIntervalSeconds: number;
     serverHostnames: string[];
+    /**
+     * Broker state in the store (src/mqtt/persistence). Off: aedes' in-memory persistence, lost
+     * at every restart. The per-session queue cap is maxQueuedMessages above.
+     */
+    persistence: {
+      enabled: boolean;
+      /** Retained topics; a new topic beyond is refused, existing ones keep being updated. */
+      maxRetainedMessages: number;
+      /** Topic + payload bytes of all retained messages. */
+      maxRetainedBytes: number;
+      /** An abandoned MQTT 3.1/3.1.1 persistent session is wiped after this; bounds an MQTT 5 session expiry interval. */
+      sessionExpirySeconds: number;
+    };
   };
   auth: {
     tokenLifetimeHours: number;

@@ -233,8 +233,6 @@ export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
     // Parsed packets a client may pipeline before its CONNACK. Memory stays bounded anyway: Aedes
     // stops reading the socket while the CONNECT is being handled.
     queueLimit: config.maxQueuedMessages,
-    // Inbound QoS 2 messages awaiting PUBREL per client.
-    maxInflightInbound: config.maxInflightMessages,
     // A subscriber whose socket stays full this long is disconnected, so one frozen consumer
     // cannot hold every delivery slot (Aedes `concurrency`) for long.
     drainTimeout: config.drainTimeoutMs,

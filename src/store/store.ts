@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
 import type { RoleRecord, TokenRecord, UserRecord } from './records.js';
 
 /** Bumped when the layout of stored records changes incompatibly; backups carry it. */
@@ -52,6 +52,14 @@ export interface Store extends StoreDatabases {
   reopen(swap: (dir: string) => Promise<void>): Promise<void>;
   /** Listeners called after a successful reopen (caches reload from the new store). */
   onReopen(listener: () => void): void;
+  /**
+   * Opens (creating it if missing) a named database of this environment for a part that keeps
+   * its own data (the MQTT broker state), so backups and restores carry it. A reopen invalidates
+   * the handle: open it again from an onReopen listener.
+   */
+  openDatabase<V = unknown, K extends Key = Key>(name: string, options?: DatabaseOptions): Database<V, K>;
+  /** False after close() and while reopen() swaps the files: a write then would crash the process (lmdb-js throws it asynchronously). */
+  isOpen(): boolean;
 }
 
 export const STORE_FILE = 'data.mdb';
@@ -97,6 +105,7 @@ function openRoot(dir: string): { root: RootDatabase; dbs: StoreDatabases } {
 
 export function openStore(options: OpenStoreOptions): Store {
   let { root, dbs } = openRoot(options.dir);
+  let opened = true;
   const reopenListeners: (() => void)[] = [];
   const store: Store = {
     ...dbs,
@@ -112,16 +121,23 @@ export function openStore(options: OpenStoreOptions): Store {
     flushed: async () => {
       await root.flushed;
     },
-    close: () => root.close(),
+    close: () => {
+      opened = false;
+      return root.close();
+    },
     reopen: async (swap) => {
       await root.flushed;
+      opened = false;
       await root.close();
       await swap(options.dir);
       ({ root, dbs } = openRoot(options.dir));
+      opened = true;
       Object.assign(store, dbs);
       for (const listener of reopenListeners) listener();
     },
     onReopen: (listener) => void reopenListeners.push(listener),
+    openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
+    isOpen: () => opened,
   };
   return store;
 }

@@ -1,0 +1,421 @@
+// The broker state of aedes 2 (retained messages, sessions and subscriptions of clean=false
+// clients, offline queues, in-flight QoS 1/2 packets, wills) in named databases of the gateway's
+// LMDB environment, so it survives restarts and crashes and travels with backups.
+//
+// Every method answers as soon as its writes are issued: reads see them at once (write-behind.ts)
+// and LMDB commits them in the next batch. Durability is a separate barrier (`whenDurable`):
+// acknowledgements wait for it (durable-acks.ts), the publish path never does. See
+// "Broker state on disk" in README.md for why.
+import { Readable } from 'node:stream';
+import type { Database, Key } from 'lmdb';
+import type { GatewayConfig } from '../../config/config-schema.js';
+import type { Logger } from '../../log/index.js';
+import { prefixRange, type Store } from '../../store/index.js';
+import { aedesPacket, type StoredPacket } from './aedes-modules.js';
+import { OutgoingQueues, keyId } from './outgoing-queues.js';
+import { RetainedMessages, type RetainedPacket, type RetainedRefusal } from './retained-messages.js';
+import { SessionIndex, clientKey, type Session, type SessionClient, type SessionRecord, type StoredSubscription, type SubscriptionInput } from './sessions.js';
+import { WriteBehind, WriteLog } from './write-behind.js';
+
+export interface LmdbPersistenceLimits {
+  /** Messages one session may hold (offline queue + unacknowledged); new ones beyond are dropped. */
+  maxQueuedMessages: number;
+  /** Retained topics; a new topic beyond is refused, existing ones keep being updated. */
+  maxRetainedMessages: number;
+  /** Bytes (topic + payload) of all retained messages. */
+  maxRetainedBytes: number;
+  /** Lifetime of an abandoned MQTT 3.1/3.1.1 persistent session; the upper bound of an MQTT 5 session expiry interval. */
+  sessionExpirySeconds: number;
+}
+
+export interface LmdbPersistenceDeps {
+  store: Store;
+  limits: LmdbPersistenceLimits;
+  log?: Logger;
+  /** Period of the sweep of expired sessions (default 60 s). */
+  sweepIntervalMs?: number;
+  /** Sessions one sweep looks at (default 1,000); at most a tenth of them are wiped per sweep. */
+  sweepBatch?: number;
+  now?: () => number;
+}
+
+export interface BrokerStateStats {
+  /** Clients with persistent state (subscriptions, queued or in-flight messages, will). */
+  sessions: number;
+  /** Subscriptions of persistent sessions (any QoS). */
+  subscriptions: number;
+  /** Outgoing messages held for persistent sessions (offline queues + unacknowledged). */
+  queuedMessages: number;
+  retainedMessages: number;
+  retainedBytes: number;
+  /** Messages not queued because a session queue was full (maxQueuedMessages). */
+  queueDrops: number;
+  /** Retained messages not stored because of maxRetainedMessages / maxRetainedBytes. */
+  retainedRefused: number;
+  /** Sessions removed by the expiry sweep. */
+  sessionsExpired: number;
+  /** Writes whose commit failed (each is logged). */
+  writeErrors: number;
+}
+
+/** The part of aedes' broker the persistence uses: its id, and its client events when there are. */
+export interface PersistenceBroker {
+  id: string;
+  clients?: Record<string, unknown>;
+  on?(event: 'client' | 'clientDisconnect', listener: (client: SessionClient) => void): unknown;
+  removeListener?(event: 'client' | 'clientDisconnect', listener: (client: SessionClient) => void): unknown;
+}
+
+interface ClientRef {
+  id: string;
+}
+
+type WillPacket = Record<string, unknown> & { brokerId?: string; clientId?: string };
+
+const DATABASES = {
+  retained: 'mqtt-retained',
+  sessions: 'mqtt-sessions',
+  subscriptions: 'mqtt-subscriptions',
+  outgoing: 'mqtt-outgoing',
+  incoming: 'mqtt-incoming',
+  wills: 'mqtt-wills',
+} as const;
+
+/** What is rebuilt from the store when it opens or is reopened after a restore. */
+interface LoadedState {
+  retained: RetainedMessages;
+  sessions: SessionIndex;
+  queues: OutgoingQueues;
+  incoming: WriteBehind<StoredPacket>;
+  wills: WriteBehind<WillPacket>;
+  /** session key → brokerId of its will (streamWill filters on it without reading the wills). */
+  willBrokers: Map<string, string>;
+  queuedTotal: number;
+}
+
+/** The limits from the configuration: mqtt.persistence, and mqtt.maxQueuedMessages for the queues. */
+export function persistenceLimits(mqtt: GatewayConfig['mqtt']): LmdbPersistenceLimits {
+  const { maxRetainedMessages, maxRetainedBytes, sessionExpirySeconds } = mqtt.persistence;
+  return { maxQueuedMessages: mqtt.maxQueuedMessages, maxRetainedMessages, maxRetainedBytes, sessionExpirySeconds };
+}
+
+export function createLmdbPersistence(deps: LmdbPersistenceDeps): LmdbPersistence {
+  return new LmdbPersistence(deps);
+}
+
+export class LmdbPersistence {
+  #broker: PersistenceBroker | undefined;
+  #state: LoadedState;
+  #destroyed = false;
+  #sweeper: NodeJS.Timeout | undefined;
+  readonly #writes: WriteLog;
+  readonly #now: () => number;
+  readonly #counters = { queueDrops: 0, retainedRefused: 0, sessionsExpired: 0 };
+  readonly #warned = new Map<string, number>();
+  readonly #onClient = (client: SessionClient) => this.#state.sessions.connected(client);
+  readonly #onClientDisconnect = (client: SessionClient) => this.#state.sessions.disconnected(client);
+
+  constructor(private readonly deps: LmdbPersistenceDeps) {
+    this.#now = deps.now ?? Date.now;
+    this.#writes = new WriteLog(deps.store, (error) => this.#warn('write', 'mqtt broker state: a write to the store failed', { error }));
+    this.#state = this.#load();
+  }
+
+  /** Reads the indexes from the store: sessions, subscriptions, queue counts, retained sizes, will owners. */
+  #load(): LoadedState {
+    const { store, limits } = this.deps;
+    const table = <V>(name: string, keyEncoding: 'ordered-binary' | 'binary' = 'ordered-binary') =>
+      new WriteBehind<V>(store.openDatabase<V, Key>(name, { keyEncoding }) as Database<V, Key>, this.#writes);
+    const sessions = new SessionIndex({
+      sessions: table<SessionRecord>(DATABASES.sessions),
+      subscriptions: table<StoredSubscription>(DATABASES.subscriptions),
+      sessionExpirySeconds: limits.sessionExpirySeconds,
+      now: this.#now,
+    });
+    const queues = new OutgoingQueues(table<StoredPacket>(DATABASES.outgoing), limits.maxQueuedMessages);
+    let queuedTotal = 0;
+    for (const session of sessions.sessions()) {
+      queues.load(session);
+      queuedTotal += session.queued;
+    }
+    const wills = table<WillPacket>(DATABASES.wills);
+    const willBrokers = new Map<string, string>();
+    for (const { key, value } of wills.db.getRange()) willBrokers.set(key as string, value.brokerId ?? '');
+    return {
+      retained: new RetainedMessages(table<RetainedPacket>(DATABASES.retained, 'binary'), limits),
+      sessions,
+      queues,
+      incoming: table<StoredPacket>(DATABASES.incoming),
+      wills,
+      willBrokers,
+      queuedTotal,
+    };
+  }
+
+  /**
+   * Rebuilds every index from the store after `store.reopen()` (a restore): call it from a
+   * store.onReopen listener. Synchronous, so no aedes call sees a half-loaded state.
+   */
+  reload(): void {
+    this.#state = this.#load();
+  }
+
+  get broker(): PersistenceBroker | undefined {
+    return this.#broker;
+  }
+
+  /** Called by aedes (listen) with the broker: follows its clients and starts the expiry sweep. */
+  async setup(broker: PersistenceBroker): Promise<void> {
+    if (this.#broker && this.#broker !== broker) this.#unfollow(this.#broker);
+    this.#broker = broker;
+    broker.on?.('client', this.#onClient);
+    broker.on?.('clientDisconnect', this.#onClientDisconnect);
+    this.#sweeper ??= setInterval(() => {
+      try {
+        this.sweepExpiredSessions();
+      } catch (error) {
+        this.#warn('sweep', 'mqtt session expiry sweep failed', { error });
+      }
+    }, this.deps.sweepIntervalMs ?? 60_000);
+    this.#sweeper.unref();
+  }
+
+  // ------------------------------------------------------------------ retained
+
+  async storeRetained(packet: RetainedPacket): Promise<void> {
+    const refusal = this.#state.retained.store(packet);
+    if (refusal) this.#retainedRefused(packet.topic, refusal);
+  }
+
+  createRetainedStream(pattern: string): Readable {
+    return Readable.from(this.#state.retained.matching([pattern]));
+  }
+
+  createRetainedStreamCombi(patterns: string[]): Readable {
+    return Readable.from(this.#state.retained.matching(patterns));
+  }
+
+  // ------------------------------------------------------------------ subscriptions
+
+  async addSubscriptions(client: SessionClient, subs: SubscriptionInput[]): Promise<void> {
+    this.#state.sessions.addSubscriptions(client, subs);
+  }
+
+  async removeSubscriptions(client: ClientRef, topics: string[]): Promise<void> {
+    this.#state.sessions.removeSubscriptions(client.id, topics);
+  }
+
+  async subscriptionsByClient(client: ClientRef): Promise<SubscriptionInput[]> {
+    return this.#state.sessions.subscriptionsOf(client.id);
+  }
+
+  async countOffline(): Promise<{ subsCount: number; clientsCount: number }> {
+    return this.#state.sessions.count();
+  }
+
+  async subscriptionsByTopic(topic: string): Promise<{ clientId: string; topic: string; qos: number }[]> {
+    return this.#state.sessions.match(topic);
+  }
+
+  async cleanSubscriptions(client: ClientRef): Promise<void> {
+    this.#state.sessions.cleanSubscriptions(client.id);
+  }
+
+  getClientList(topic: string): Readable {
+    return Readable.from(this.#state.sessions.clientsSubscribedTo(topic));
+  }
+
+  // ------------------------------------------------------------------ outgoing
+
+  async outgoingEnqueue(sub: { clientId: string }, packet: object): Promise<void> {
+    this.#enqueue(sub.clientId, packet);
+  }
+
+  async outgoingEnqueueCombi(subs: readonly { clientId: string }[], packet: object): Promise<void> {
+    for (const sub of subs) this.#enqueue(sub.clientId, packet);
+  }
+
+  #enqueue(clientId: string, packet: object): void {
+    const state = this.#state;
+    const session = state.sessions.ensure({ id: clientId });
+    // One copy per session: aedes may change a queued packet it streams to one client.
+    if (state.queues.enqueue(session, aedesPacket(packet))) {
+      state.queuedTotal++;
+      return;
+    }
+    this.#counters.queueDrops++;
+    if (!session.dropping) {
+      session.dropping = true;
+      this.#warn('queue', 'mqtt session queue full: new messages are dropped until it has room', { clientId, maxQueuedMessages: this.deps.limits.maxQueuedMessages });
+    }
+  }
+
+  async outgoingUpdate(client: ClientRef, packet: StoredPacket): Promise<void> {
+    const session = this.#state.sessions.get(client.id);
+    if (!session) throw new Error('no such packet');
+    this.#state.queues.update(session, packet);
+  }
+
+  async outgoingClearMessageId(client: ClientRef, packet: Partial<StoredPacket> | undefined): Promise<StoredPacket | undefined> {
+    const session = this.#state.sessions.get(client.id);
+    if (!session || typeof packet !== 'object') return undefined;
+    const cleared = this.#state.queues.clear(session, packet);
+    if (cleared) this.#state.queuedTotal--;
+    return cleared;
+  }
+
+  outgoingStream(client: ClientRef): Readable {
+    return Readable.from(this.#state.queues.entries(clientKey(client.id)));
+  }
+
+  // ------------------------------------------------------------------ incoming QoS 2
+
+  async incomingStorePacket(client: SessionClient, packet: StoredPacket): Promise<void> {
+    const session = this.#state.sessions.ensure(client);
+    const stored = aedesPacket(packet);
+    stored.messageId = packet.messageId;
+    const key = [session.key, packet.messageId ?? 0];
+    this.#state.incoming.put(keyId(key), key, stored);
+  }
+
+  async incomingGetPacket(client: ClientRef, packet: { messageId?: number }): Promise<StoredPacket> {
+    const key = [clientKey(client.id), packet.messageId ?? 0];
+    const stored = this.#state.incoming.get(keyId(key), key);
+    if (!stored) throw new Error('no such packet');
+    return stored;
+  }
+
+  async incomingDelPacket(client: ClientRef, packet: { messageId?: number }): Promise<void> {
+    const key = [clientKey(client.id), packet.messageId ?? 0];
+    const id = keyId(key);
+    if (!this.#state.incoming.get(id, key)) throw new Error('no such packet');
+    this.#state.incoming.remove(id, key);
+  }
+
+  // ------------------------------------------------------------------ wills
+
+  async putWill(client: SessionClient, packet: WillPacket): Promise<void> {
+    // As aedes-persistence: the will carries the broker and client it belongs to.
+    packet.brokerId = this.#broker?.id;
+    packet.clientId = client.id;
+    const session = this.#state.sessions.ensure(client);
+    this.#state.wills.put(session.key, session.key, { ...packet });
+    this.#state.willBrokers.set(session.key, packet.brokerId ?? '');
+  }
+
+  async getWill(client: ClientRef): Promise<WillPacket | undefined> {
+    const key = clientKey(client.id);
+    return this.#state.wills.get(key, key);
+  }
+
+  async delWill(client: ClientRef): Promise<WillPacket | undefined> {
+    const key = clientKey(client.id);
+    const will = this.#state.wills.get(key, key);
+    if (will) this.#removeWill(key);
+    return will;
+  }
+
+  #removeWill(key: string): void {
+    this.#state.wills.remove(key, key);
+    this.#state.willBrokers.delete(key);
+  }
+
+  /** Wills of clients whose broker is not among `brokers` (after a restart: every will of the previous run). */
+  streamWill(brokers: Record<string, unknown> = {}): Readable {
+    const { wills, willBrokers } = this.#state;
+    const orphaned = [...willBrokers].filter(([, brokerId]) => !brokers[brokerId]).map(([key]) => key);
+    return Readable.from(
+      (function* () {
+        for (const key of orphaned) {
+          const will = wills.get(key, key);
+          if (will) yield will;
+        }
+      })(),
+    );
+  }
+
+  // ------------------------------------------------------------------ expiry, stats, durability
+
+  /**
+   * Wipes sessions whose expiry passed while their client stayed away: subscriptions, queue,
+   * in-flight packets, will. Bounded work per call (sweepBatch sessions looked at, a tenth wiped).
+   * Runs on a timer once setup() was called; returns how many sessions it wiped.
+   */
+  sweepExpiredSessions(): number {
+    if (this.#destroyed || !this.deps.store.isOpen()) return 0;
+    const state = this.#state;
+    const batch = this.deps.sweepBatch ?? 1000;
+    const clients = this.#broker?.clients;
+    const expired = state.sessions.expired(batch, Math.ceil(batch / 10), (clientId) => clients?.[clientId] !== undefined);
+    for (const session of expired) this.#wipe(session);
+    if (expired.length > 0) this.deps.log?.info('mqtt sessions expired', { count: expired.length, clientIds: expired.slice(0, 10).map((s) => s.clientId) });
+    return expired.length;
+  }
+
+  #wipe(session: Session): void {
+    const state = this.#state;
+    state.queuedTotal -= session.queued;
+    state.queues.wipe(session);
+    const { start, end } = prefixRange(session.key);
+    state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]));
+    if (state.willBrokers.has(session.key)) this.#removeWill(session.key);
+    state.sessions.remove(session);
+    this.#counters.sessionsExpired++;
+  }
+
+  /** Whether a session is stored for this client id (MQTT 3.1.1 sessionPresent: whether or not it holds subscriptions). */
+  hasSession(clientId: string): boolean {
+    return this.#state.sessions.get(clientId) !== undefined;
+  }
+
+  stats(): BrokerStateStats {
+    const s = this.#state;
+    return {
+      sessions: s.sessions.size,
+      subscriptions: s.sessions.subscriptions,
+      queuedMessages: s.queuedTotal,
+      retainedMessages: s.retained.count,
+      retainedBytes: s.retained.bytes,
+      ...this.#counters,
+      writeErrors: this.#writes.failures,
+    };
+  }
+
+  /** A mark for whenDurable: the number of writes issued so far. */
+  writeMark(): number {
+    return this.#writes.issued;
+  }
+
+  /** Resolves once every write issued after `mark` (all of them without one) is flushed to disk. */
+  whenDurable(mark?: number): Promise<void> {
+    return this.#writes.whenDurable(mark);
+  }
+
+  /** Stops the sweep and waits until every write is on disk. The store stays open (it is the gateway's). */
+  async destroy(): Promise<void> {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    clearInterval(this.#sweeper);
+    if (this.#broker) this.#unfollow(this.#broker);
+    await this.#writes.whenDurable();
+  }
+
+  #unfollow(broker: PersistenceBroker): void {
+    broker.removeListener?.('client', this.#onClient);
+    broker.removeListener?.('clientDisconnect', this.#onClientDisconnect);
+  }
+
+  #retainedRefused(topic: string, refusal: RetainedRefusal): void {
+    this.#counters.retainedRefused++;
+    const { maxRetainedMessages, maxRetainedBytes } = this.deps.limits;
+    this.#warn('retained', 'mqtt retained message not stored: the retained limit is reached', { topic, limit: refusal === 'count' ? { maxRetainedMessages } : { maxRetainedBytes } });
+  }
+
+  /** At most one warning per kind and minute: a device retrying every second must not flood the log. */
+  #warn(kind: string, message: string, fields: Record<string, unknown>): void {
+    const now = this.#now();
+    if ((this.#warned.get(kind) ?? -Infinity) > now - 60_000) return;
+    this.#warned.set(kind, now);
+    this.deps.log?.warn(message, fields);
+  }
+}
