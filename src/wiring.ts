@@ -101,6 +101,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     authenticate: (header) => auth.authenticate(header),
     engine,
     validateResponses: options.validateResponses ?? false,
+    validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],

@@ -1,9 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import express, { type Express, type RequestHandler, type Response, type Router } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
-import { parse as parseYaml } from 'yaml';
 import { ForbiddenError, NotImplementedError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { Principal } from '../auth/auth-service.js';
@@ -12,14 +9,9 @@ import { operationFor } from '../permissions/permission-set.js';
 import { accessClassOf, enrollmentOperations } from './access-classes.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import { createOperationIndex } from './operation-index.js';
+import { loadOpenApiDocument } from './openapi-document.js';
 
-export const openApiPath = fileURLToPath(new URL('../../../src/http/openapi.yaml', import.meta.url));
-
-let cachedSpec: Record<string, unknown> | undefined;
-export function loadOpenApiDocument(): Record<string, unknown> {
-  cachedSpec ??= parseYaml(readFileSync(openApiPath, 'utf8')) as Record<string, unknown>;
-  return cachedSpec;
-}
+export { loadOpenApiDocument, openApiPath } from './openapi-document.js';
 
 /** A route module adds its handlers to the API router; handlers may be async (Express 5). */
 export type RouteModule = (router: Router) => void;
@@ -34,6 +26,12 @@ export interface HttpAppOptions {
   routes: RouteModule[];
   /** Tests validate every response against the OpenAPI document too. */
   validateResponses?: boolean;
+  /**
+   * Check the document against the OpenAPI meta-schema while building the app (tests do; the
+   * daemon does not: compiling the meta-schema costs a third of its start-up, and the document
+   * it ships is the one the tests checked).
+   */
+  validateApiSpec?: boolean;
   /** Middlewares that run before request validation for one "METHOD /path" (multipart uploads). */
   preValidation?: { method: string; path: string; handler: RequestHandler }[];
   /** Answers 423 while a restore swaps the store (set by the maintenance part). */
@@ -140,7 +138,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
       validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
       validateResponses: options.validateResponses ? { removeAdditional: false } : false,
       validateSecurity: false,
-      validateApiSpec: true,
+      validateApiSpec: options.validateApiSpec ?? false,
       fileUploader: false,
       ignoreUndocumented: false,
     }),

@@ -3,14 +3,12 @@
 // Both read holding/input registers, coils and discrete inputs by address and quantity, and
 // write holding registers (FC16) and coils (FC15); one request at a time per TCP connection
 // and per serial line.
-import modbusSerial from 'modbus-serial';
 import type { ModbusRTU } from 'modbus-serial/ModbusRTU.js';
+import { newModbusClient } from './modbus-client.js';
 import type { EndpointDef } from '../service-files.js';
 import { isTimeout, type SerialLine, type SerialLines, type SerialSettings } from './serial-lines.js';
 import { DeviceError, type ConnectionDriver } from './types.js';
 
-// A CommonJS module: at run time its default import is the client class itself.
-const ModbusClient = modbusSerial as unknown as new () => ModbusRTU;
 
 export interface ModbusTcpConfiguration {
   host: string;
@@ -102,7 +100,7 @@ function createTcpDriver(cfg: ModbusTcpConfiguration): ConnectionDriver {
 
   return {
     async connect() {
-      const c = new ModbusClient();
+      const c = await newModbusClient();
       c.setTimeout(cfg.timeoutMs);
       let timer: NodeJS.Timeout | undefined;
       try {

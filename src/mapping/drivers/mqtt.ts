@@ -1,7 +1,7 @@
 // Mqtt connection: an external broker (mqtt.js). Read endpoints subscribe there and are bridged
 // to the data plane; write endpoints publish there. mqtt.js's own reconnect is off: the runtime
 // reconnects with its backoff.
-import mqtt, { type MqttClient } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import type { EndpointDef } from '../service-files.js';
 import { decodePayload, topicMatches } from '../topics.js';
 import type { ConnectionDriver } from './types.js';
@@ -21,9 +21,11 @@ export function createMqttDriver(cfg: MqttConfiguration, defaultClientId: string
   const last = new Map<string, unknown>();
 
   return {
-    connect() {
+    async connect() {
+      // mqtt.js is loaded by the first connection to an external broker.
+      const { connect: connectMqtt } = await import('mqtt');
       return new Promise<void>((resolve, reject) => {
-        const c = mqtt.connect(cfg.url, {
+        const c = connectMqtt(cfg.url, {
           clientId: cfg.clientId ?? defaultClientId,
           ...(cfg.username !== undefined ? { username: cfg.username } : {}),
           ...(cfg.password !== undefined ? { password: cfg.password } : {}),

@@ -2,11 +2,8 @@
 // devices (unit ids): every connection naming the same path shares one open port, and requests
 // on a line go one at a time (a queue per line), as the bus allows only one master request in
 // flight. The line opens with its first connection and closes with its last.
-import modbusSerial from 'modbus-serial';
 import type { ModbusRTU } from 'modbus-serial/ModbusRTU.js';
-
-// A CommonJS module: at run time its default import is the client class itself.
-const ModbusClient = modbusSerial as unknown as new () => ModbusRTU;
+import { newModbusClient } from './modbus-client.js';
 
 export interface SerialSettings {
   path: string;
@@ -66,7 +63,7 @@ export function createSerialLines(): SerialLines {
   const opening = new Map<string, Promise<OpenLine>>();
 
   async function open(settings: SerialSettings): Promise<OpenLine> {
-    const client = new ModbusClient();
+    const client = await newModbusClient();
     const closedListeners = new Set<(reason: string) => void>();
     let chain: Promise<unknown> = Promise.resolve();
     const line: OpenLine = {

@@ -1,0 +1,11 @@
+import type { ModbusRTU } from 'modbus-serial/ModbusRTU.js';
+
+/**
+ * A new modbus-serial client. The library (and serialport under it) is loaded by the first
+ * Modbus connection, so a gateway without Modbus keeps its start-up time and memory.
+ */
+export async function newModbusClient(): Promise<ModbusRTU> {
+  // A CommonJS module: at run time its default import is the client class itself.
+  const { default: ModbusClient } = await import('modbus-serial');
+  return new (ModbusClient as unknown as new () => ModbusRTU)();
+}
