@@ -14,7 +14,8 @@
 //   excessively to its linear-time engine (a process-wide V8 flag, set once when rules are
 //   first compiled; it only changes how such a regex runs, never its result).
 import v8 from 'node:v8';
-import jsonata from 'jsonata';
+import { createRequire } from 'node:module';
+import type jsonataType from 'jsonata';
 
 export interface RuleLimits {
   timeoutMs: number;
@@ -104,10 +105,15 @@ function jsonSize(value: unknown): number {
   return text === undefined ? 0 : Buffer.byteLength(text, 'utf8');
 }
 
+// jsonata is loaded by the first rule compiled: a gateway without rules keeps its memory.
+const requireCjs = createRequire(import.meta.url);
+let jsonataModule: typeof jsonataType | undefined;
+const jsonata = (...args: Parameters<typeof jsonataType>) => (jsonataModule ??= requireCjs('jsonata') as typeof jsonataType)(...args);
+
 /** Compiles an expression (throws RuleError 'syntax'). */
 export function compileRule(source: string, limits: RuleLimits = defaultRuleLimits): CompiledRule {
   enableRegexFallback();
-  let expr: jsonata.Expression;
+  let expr: jsonataType.Expression;
   try {
     expr = jsonata(source, { timeout: limits.timeoutMs, stack: limits.maxDepth, sequence: limits.maxSequence, RegexEngine: BoundedRegExp as unknown as RegExpConstructor });
   } catch (err) {

@@ -6,9 +6,11 @@
 // parameters and resource ids into text. A file that does not validate is refused as a whole,
 // with every problem found (path, reason); the other files load.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { basename, extname, join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { Document, parseDocument, type ScalarTag } from 'yaml';
+import type * as Yaml from 'yaml';
+import type { ScalarTag } from 'yaml';
 import { compileRule, RuleError } from './rules.js';
 import { parseNamedFilter } from './topics.js';
 import {
@@ -145,28 +147,49 @@ const customTags: ScalarTag[] = [
   { tag: '!sub', identify: (v) => v instanceof Sub, resolve: (str: string) => new Sub(str), stringify: (item) => JSON.stringify((item.value as Sub).text) },
 ];
 
-// allErrors: a file's every problem is reported at once (the API's dry run, the log).
-const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true });
-const validateFile = ajv.compile(serviceFileSchema);
-const validators = Object.fromEntries(Object.entries(schemaOfType).map(([t, s]) => [t, ajv.compile(s)])) as Record<ResourceType, ValidateFunction>;
-const modbusRtuValidator = ajv.compile(modbusRtuConfigurationSchema);
-const configurationValidators: Record<Protocol, ValidateFunction> = {
-  Modbus: ajv.compile(modbusConfigurationSchema),
-  Mqtt: ajv.compile(mqttConfigurationSchema),
-  Http: ajv.compile(httpConfigurationSchema),
-  Opcua: ajv.compile(opcuaConfigurationSchema),
-};
+// The YAML parser and the schema validators are loaded by the first service file read: a
+// gateway without services keeps their start-up time and memory.
+const requireCjs = createRequire(import.meta.url);
+let yamlModule: typeof Yaml | undefined;
+const yaml = (): typeof Yaml => (yamlModule ??= requireCjs('yaml') as typeof Yaml);
+
+interface ServiceValidators {
+  file: ValidateFunction;
+  resources: Record<ResourceType, ValidateFunction>;
+  modbusRtu: ValidateFunction;
+  configuration: Record<Protocol, ValidateFunction>;
+  address: Partial<Record<Protocol, ValidateFunction>>;
+}
+let compiledValidators: ServiceValidators | undefined;
+function serviceValidators(): ServiceValidators {
+  if (compiledValidators) return compiledValidators;
+  // allErrors: a file's every problem is reported at once (the API's dry run, the log).
+  const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true });
+  compiledValidators = {
+    file: ajv.compile(serviceFileSchema),
+    resources: Object.fromEntries(Object.entries(schemaOfType).map(([t, s]) => [t, ajv.compile(s)])) as Record<ResourceType, ValidateFunction>,
+    modbusRtu: ajv.compile(modbusRtuConfigurationSchema),
+    configuration: {
+      Modbus: ajv.compile(modbusConfigurationSchema),
+      Mqtt: ajv.compile(mqttConfigurationSchema),
+      Http: ajv.compile(httpConfigurationSchema),
+      Opcua: ajv.compile(opcuaConfigurationSchema),
+    },
+    address: {
+      Modbus: ajv.compile(modbusAddressSchema),
+      Mqtt: ajv.compile(mqttAddressSchema),
+      Http: ajv.compile(httpAddressSchema),
+      Opcua: ajv.compile(opcuaAddressSchema),
+    },
+  };
+  return compiledValidators;
+}
 /** Modbus over a serial line (RTU) names a `path`; Modbus TCP a `host`. */
 function configurationValidator(protocol: Protocol, configuration: unknown): ValidateFunction {
-  if (protocol === 'Modbus' && configuration !== null && typeof configuration === 'object' && 'path' in configuration) return modbusRtuValidator;
-  return configurationValidators[protocol];
+  const v = serviceValidators();
+  if (protocol === 'Modbus' && configuration !== null && typeof configuration === 'object' && 'path' in configuration) return v.modbusRtu;
+  return v.configuration[protocol];
 }
-const addressValidators: Partial<Record<Protocol, ValidateFunction>> = {
-  Modbus: ajv.compile(modbusAddressSchema),
-  Mqtt: ajv.compile(mqttAddressSchema),
-  Http: ajv.compile(httpAddressSchema),
-  Opcua: ajv.compile(opcuaAddressSchema),
-};
 
 /**
  * The problems of `value` against `validate`, each at `path` + its instance path. Errors inside
@@ -256,7 +279,7 @@ export function loadServiceDir(dir: string, known?: (file: string, text: string)
 
 /** The YAML text of a service file as JSON: `!ref x` becomes {"!ref": "x"}, `!sub t` {"!sub": "t"}. */
 export function serviceTextToJson(text: string): unknown {
-  const doc = parseDocument(text, { customTags, uniqueKeys: true });
+  const doc = yaml().parseDocument(text, { customTags, uniqueKeys: true });
   if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors));
   const toJson = (v: unknown): unknown => {
     if (v instanceof Ref) return { '!ref': v.name };
@@ -280,7 +303,7 @@ export function serviceJsonToText(value: unknown): string {
     }
     return v;
   };
-  return new Document(fromJson(value), { customTags }).toString();
+  return new (yaml().Document)(fromJson(value), { customTags }).toString();
 }
 
 function yamlProblems(errors: readonly { message: string; linePos?: [{ line: number; col: number }, ...unknown[]] }[]): FileProblem[] {
@@ -292,10 +315,10 @@ function yamlProblems(errors: readonly { message: string; linePos?: [{ line: num
 
 /** Parses and validates one service file; throws ServiceFileError with every problem found. */
 export function parseServiceFile(serviceId: string, file: string, text: string): ServiceDef {
-  const doc = parseDocument(text, { customTags, prettyErrors: true, uniqueKeys: true });
+  const doc = yaml().parseDocument(text, { customTags, prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors as never));
   const raw = doc.toJS({ maxAliasCount: 100 } as never) as unknown;
-  const fileProblems = schemaProblems(validateFile, raw, '');
+  const fileProblems = schemaProblems(serviceValidators().file, raw, '');
   if (fileProblems.length) throw new ServiceFileError(fileProblems);
   const problems: FileProblem[] = [];
   /** Runs one check; a problem it throws is collected (false) and the next check goes on. */
@@ -362,7 +385,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
     const path = `resources.${name}.properties`;
     collect(() => {
       const properties = resolve(r.properties, path) as Record<string, any>;
-      check(validators[r.type], properties, path);
+      check(serviceValidators().resources[r.type], properties, path);
       resolved.set(name, { type: r.type, properties });
     });
   }
@@ -404,7 +427,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
         if (!connection) break;
         const protocol = connection.properties.protocol as Protocol;
         const addressOk = collect(() => {
-          const addressValidator = addressValidators[protocol];
+          const addressValidator = serviceValidators().address[protocol];
           if (addressValidator) check(addressValidator, p.address, `${path}.address`);
         });
         const usageOk = collect(() => {
