@@ -34,6 +34,7 @@ export async function writeFileAtomicAsync(path: string, content: string | Buffe
   const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   const file = await open(tmp, 'w', mode);
   try {
+    await file.chmod(mode); // open's mode is filtered by the umask
     await file.writeFile(content);
     await file.sync();
   } catch (err) {
