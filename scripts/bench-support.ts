@@ -44,7 +44,8 @@ export interface BenchGateway {
   gateway: Gateway;
   port: number;
   dataDir: string;
-  stop(): Promise<void>;
+  /** Stops the gateway and removes its data directory unless told to keep it. */
+  stop(options?: { keepDataDir?: boolean }): Promise<void>;
 }
 
 /** The real gateway with silent logs and no response validation, in a temp data dir. */
@@ -86,9 +87,9 @@ export async function startBenchGateway(options: BenchGatewayOptions): Promise<B
     gateway,
     port: gateway.ports().http,
     dataDir,
-    async stop() {
+    async stop(options?: { keepDataDir?: boolean }) {
       await daemon.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!options?.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, permissions, identity, mqtt, mqtt-auth, mqtt-persistence, maintenance, mapping (default: all).
+// startup, footprint, permissions, identity, mqtt, mqtt-auth, mqtt-persistence, maintenance, mapping (default: all).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,6 +44,7 @@ export async function benchStartup(): Promise<Record<string, number>> {
 
 const suites: Record<string, () => Promise<Record<string, number>>> = {
   startup: benchStartup,
+  footprint: async () => (await import('./bench-footprint.js')).benchFootprint(),
   permissions: async () => (await import('./bench-permissions.js')).benchPermissions(),
   identity: async () => (await import('./bench-identity.js')).benchIdentity(),
   mqtt: async () => (await import('./bench-mqtt.js')).benchMqtt(),
