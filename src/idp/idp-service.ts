@@ -3,7 +3,7 @@
 // relying party; the browser only ever carries the authorization request, the callback and,
 // at the end, the gateway's own session token in the URL fragment of the admin UI.
 import { timingSafeEqual } from 'node:crypto';
-import * as oidc from 'openid-client';
+import type * as Oidc from 'openid-client';
 import type { GatewayConfig } from '../config/index.js';
 import { ConflictError, NotImplementedError, PolicyViolationError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
@@ -12,6 +12,9 @@ import type { TokenService } from '../auth/token-service.js';
 import type { UserService } from '../users/user-service.js';
 import type { RoleRecord, UserRecord } from '../store/index.js';
 import { createPendingLogins, type PendingLogins } from './pending-logins.js';
+
+// openid-client (and jose, oauth4webapi) is loaded by the first single sign-on.
+const loadOidc = () => import('openid-client');
 
 export const IDP_REDIRECT_PATH = '/api/idp/redirect';
 /** How long a started login may take at the identity provider. */
@@ -121,7 +124,7 @@ export function createIdpService(deps: IdpServiceDeps) {
     ...(deps.now ? { now: deps.now } : {}),
   });
 
-  let discovered: { key: string; configuration: Promise<oidc.Configuration> } | undefined;
+  let discovered: { key: string; configuration: Promise<Oidc.Configuration> } | undefined;
 
   function assertEnabled(): void {
     if (!config.idp.enabled) throw new NotImplementedError('single sign-on through the identity provider is not enabled (config idp.enabled)');
@@ -151,20 +154,22 @@ export function createIdpService(deps: IdpServiceDeps) {
    * and a failure talking to the provider later drops the cache so the next login
    * re-discovers (a provider that moved or rotated its configuration).
    */
-  function configuration(): Promise<oidc.Configuration> {
+  function configuration(): Promise<Oidc.Configuration> {
     const url = issuerUrl();
     const { clientId, clientSecret } = config.idp;
     const key = JSON.stringify([url.href, clientId, clientSecret]);
     if (discovered?.key === key) return discovered.configuration;
-    const execute: ((c: oidc.Configuration) => void)[] = [oidc.enableNonRepudiationChecks];
-    if (isLoopbackHttp(url)) execute.push(oidc.allowInsecureRequests);
-    const promise = oidc.discovery(
-      url,
-      clientId,
-      clientSecret ? { client_secret: clientSecret } : undefined,
-      clientSecret ? oidc.ClientSecretBasic(clientSecret) : oidc.None(),
-      { execute, timeout: IDP_REQUEST_TIMEOUT_SECONDS },
-    );
+    const promise = loadOidc().then((oidc) => {
+      const execute: ((c: Oidc.Configuration) => void)[] = [oidc.enableNonRepudiationChecks];
+      if (isLoopbackHttp(url)) execute.push(oidc.allowInsecureRequests);
+      return oidc.discovery(
+        url,
+        clientId,
+        clientSecret ? { client_secret: clientSecret } : undefined,
+        clientSecret ? oidc.ClientSecretBasic(clientSecret) : oidc.None(),
+        { execute, timeout: IDP_REQUEST_TIMEOUT_SECONDS },
+      );
+    });
     const entry = { key, configuration: promise };
     discovered = entry;
     promise.then(
@@ -265,6 +270,7 @@ export function createIdpService(deps: IdpServiceDeps) {
 
     /** GET /api/idp/login: the Location of the provider's authorization endpoint, or of an error. */
     async beginLogin(ctx: IdpRequestContext): Promise<LoginStart> {
+      const oidc = await loadOidc();
       assertEnabled();
       try {
         const configuration_ = await configuration();
@@ -296,6 +302,7 @@ export function createIdpService(deps: IdpServiceDeps) {
      * admin UI with `#token=...&expiresAt=...`, or `#error=...`.
      */
     async completeLogin(ctx: IdpRequestContext, query: Record<string, unknown>): Promise<string> {
+      const oidc = await loadOidc();
       assertEnabled();
       const target = adminUiUrl();
       let stage = 'state';
@@ -312,7 +319,7 @@ export function createIdpService(deps: IdpServiceDeps) {
         // whatever host or proxy the callback came through.
         const callbackUrl = new URL(login.redirectUri);
         for (const [k, v] of Object.entries(query)) if (typeof v === 'string') callbackUrl.searchParams.set(k, v);
-        let response: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;
+        let response: Awaited<ReturnType<typeof Oidc.authorizationCodeGrant>>;
         try {
           response = await oidc.authorizationCodeGrant(configuration_, callbackUrl, {
             expectedState: state,

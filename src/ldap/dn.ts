@@ -1,7 +1,7 @@
 // Distinguished names and search filters, as the LDAP part needs them: DNs are compared in a
 // normalised form (RFC 4514 string form, case-insensitive), and configured filter templates are
 // filled with values escaped per RFC 4515, never by plain concatenation.
-import { Filter } from 'ldapts';
+import { ldapts } from './ldapts.js';
 
 /** Splits on `sep` characters that are not escaped with a backslash. */
 function splitUnescaped(text: string, seps: string): string[] {
@@ -110,5 +110,5 @@ export function sameDn(a: string, b: string): boolean {
  * ever be matched literally. Unknown placeholders are left as they are.
  */
 export function fillFilter(template: string, values: Record<string, string>): string {
-  return template.replace(/\{\{\s*(\w+)\s*\}\}/g, (whole, name: string) => (name in values ? Filter.escape(values[name]!) : whole));
+  return template.replace(/\{\{\s*(\w+)\s*\}\}/g, (whole, name: string) => (name in values ? ldapts().Filter.escape(values[name]!) : whole));
 }

@@ -7,7 +7,6 @@
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
-import { Client, InvalidCredentialsError, ResultCodeError } from 'ldapts';
 import type { GatewayConfig } from '../config/index.js';
 import { ConflictError, PolicyViolationError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
@@ -15,6 +14,7 @@ import type { RoleService } from '../roles/role-service.js';
 import type { RoleRecord, UserRecord } from '../store/index.js';
 import type { UserService } from '../users/user-service.js';
 import { fillFilter, normalizeDn } from './dn.js';
+import { ldapts } from './ldapts.js';
 
 export interface LdapServiceDeps {
   /** Read at call time. */
@@ -84,6 +84,7 @@ export function createLdapService(deps: LdapServiceDeps) {
       throw new DirectoryUnavailableError('ldap.tlsCaFile cannot be read', err);
     }
     // ldapts goes TLS from the first byte whenever tlsOptions are given: only for ldaps://.
+    const { Client } = ldapts();
     const client = new Client({ url: cfg.url, timeout: cfg.timeoutMs, connectTimeout: cfg.timeoutMs, ...(url.protocol === 'ldaps:' ? { tlsOptions } : {}) });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
@@ -115,8 +116,8 @@ export function createLdapService(deps: LdapServiceDeps) {
         await client.bind(entry.dn, password);
       } catch (err) {
         // The directory answered: the password (or the account) is refused.
-        if (err instanceof ResultCodeError) {
-          if (!(err instanceof InvalidCredentialsError)) log.info('ldap user bind refused', { username, error: describe(err) });
+        if (err instanceof ldapts().ResultCodeError) {
+          if (!(err instanceof ldapts().InvalidCredentialsError)) log.info('ldap user bind refused', { username, error: describe(err) });
           return { ok: false, reason: 'wrong password' };
         }
         throw err;

@@ -11,10 +11,16 @@ import { join } from 'node:path';
 import { Readable, Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
-import * as tar from 'tar';
+import { createRequire } from 'node:module';
+import type * as Tar from 'tar';
 import { STORE_FILE } from '../store/index.js';
 import { fsyncDir, fsyncFile } from './fs-util.js';
 import { throttle } from './throttle.js';
+
+// tar is loaded by the first backup or restore.
+const requireCjs = createRequire(import.meta.url);
+let tarModule: typeof Tar | undefined;
+const tar = (): typeof Tar => (tarModule ??= requireCjs('tar') as typeof Tar);
 
 export const MANIFEST_ENTRY = 'manifest.json';
 export const STORE_ENTRY = `db/${STORE_FILE}`;
@@ -72,7 +78,7 @@ export async function packArchive(options: {
 }): Promise<{ bytes: number }> {
   const { workDir, partialPath } = options;
   await fsp.writeFile(join(workDir, MANIFEST_ENTRY), JSON.stringify(options.manifest, null, 2) + '\n', { mode: 0o600 });
-  const pack = tar.c({ cwd: workDir, portable: true, noDirRecurse: true }, [MANIFEST_ENTRY, STORE_ENTRY]);
+  const pack = tar().c({ cwd: workDir, portable: true, noDirRecurse: true }, [MANIFEST_ENTRY, STORE_ENTRY]);
   const out = createWriteStream(partialPath, { flags: 'wx', mode: 0o600 });
   await pipeline(Readable.from(pack), createGzip({ level: 3 }), throttle(options.bytesPerSecond), out, options.signal ? { signal: options.signal } : {});
   await fsyncFile(partialPath);
@@ -167,7 +173,7 @@ export async function checkAndExtractArchive(options: {
 
   const input = createReadStream(file, { highWaterMark: 256 * 1024 });
   const gunzip = createGunzip();
-  const parser = new tar.Parser({ strict: true, maxMetaEntrySize: MAX_MANIFEST_BYTES });
+  const parser = new (tar().Parser)({ strict: true, maxMetaEntrySize: MAX_MANIFEST_BYTES });
 
   const done = new Promise<void>((resolve, reject) => {
     const fail = (err: unknown) => {
@@ -183,8 +189,8 @@ export async function checkAndExtractArchive(options: {
     input.on('error', fail);
     gunzip.on('error', (err) => fail(new ArchiveError(`the archive is not valid gzip: ${err.message}`)));
     parser.on('error', (err: Error) => fail(err));
-    parser.on('ignoredEntry', (entry: tar.ReadEntry) => fail(new ArchiveError(`entry "${entry.path}" has an unsupported type (${entry.type})`)));
-    parser.on('entry', (entry: tar.ReadEntry) => {
+    parser.on('ignoredEntry', (entry: Tar.ReadEntry) => fail(new ArchiveError(`entry "${entry.path}" has an unsupported type (${entry.type})`)));
+    parser.on('entry', (entry: Tar.ReadEntry) => {
       const path = entry.path;
       const problem = describeEntryProblem(path, entry.type);
       if (problem) return fail(new ArchiveError(problem));

@@ -1,4 +1,10 @@
-import { generateSecret, verifySync } from 'otplib';
+import { createRequire } from 'node:module';
+import type * as Otplib from 'otplib';
+
+// otplib (and its hash and base32 libraries) is loaded by the first MFA enrolment or code.
+const requireCjs = createRequire(import.meta.url);
+let otplibModule: typeof Otplib | undefined;
+const otplib = (): typeof Otplib => (otplibModule ??= requireCjs('otplib') as typeof Otplib);
 
 /** DESIGN §7: what every authenticator app understands. */
 export const TOTP_ALGORITHM = 'SHA1';
@@ -9,7 +15,7 @@ const DRIFT_SECONDS = TOTP_PERIOD_SECONDS;
 
 /** A new shared secret: 20 random bytes (160 bits, RFC 4226's recommendation), base32. */
 export function newTotpSecret(): string {
-  return generateSecret({ length: 20 });
+  return otplib().generateSecret({ length: 20 });
 }
 
 /** otpauth://totp/<issuer>:<account>?secret=…&issuer=…&algorithm=SHA1&digits=6&period=30 */
@@ -36,7 +42,7 @@ export function verifyTotp(secret: string, otp: string, afterStep?: number): num
   // Every acceptable step was already used (or the clock went back): nothing can pass.
   if (afterStep !== undefined && afterStep >= currentStep + 1) return undefined;
   try {
-    const result = verifySync({
+    const result = otplib().verifySync({
       secret,
       token: otp,
       algorithm: 'sha1',

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RequestHandler, Response } from 'express';
-import multer from 'multer';
+import { createRequire } from 'node:module';
+import type Multer from 'multer';
 import type { Principal } from '../../auth/auth-service.js';
 import { BadRequestError, PayloadTooLargeError } from '../../errors/errors.js';
 import type { MaintenanceService, RestoreUpload } from '../../maintenance/maintenance-service.js';
@@ -58,14 +59,22 @@ export function maintenanceUploadHandler(deps: {
   uploadLimitBytes: number;
 }): { method: string; path: string; handler: RequestHandler } {
   const { maintenance, uploadLimitBytes } = deps;
-  const storage = multer.diskStorage({
-    destination: (_req, _file, cb) => cb(null, maintenance.paths.tmp),
-    filename: (_req, _file, cb) => cb(null, `upload-${randomBytes(12).toString('hex')}`),
-  });
-  const receive = multer({
-    storage,
-    limits: { fileSize: uploadLimitBytes, files: 1, fields: 8, fieldSize: 1024, fieldNameSize: 100, parts: 10 },
-  }).single('file');
+  // multer (and busboy) is loaded by the first restore upload.
+  let receiver: RequestHandler | undefined;
+  const receive: RequestHandler = (req, res, next) => {
+    if (!receiver) {
+      const multer = createRequire(import.meta.url)('multer') as typeof Multer;
+      const storage = multer.diskStorage({
+        destination: (_req, _file, cb) => cb(null, maintenance.paths.tmp),
+        filename: (_req, _file, cb) => cb(null, `upload-${randomBytes(12).toString('hex')}`),
+      });
+      receiver = multer({
+        storage,
+        limits: { fileSize: uploadLimitBytes, files: 1, fields: 8, fieldSize: 1024, fieldNameSize: 100, parts: 10 },
+      }).single('file');
+    }
+    return receiver(req, res, next);
+  };
 
   const handler: RequestHandler = async (req, res, next) => {
     if (req.path !== '/') return next();
