@@ -3,7 +3,8 @@
 // public keys, so the subject's SubjectPublicKeyInfo is spliced into the built structure as raw
 // DER: that lets devices with EC (e.g. secure-element P-256) or Ed25519 keys register too.
 import { createHash, createPublicKey, randomBytes, sign, type KeyObject } from 'node:crypto';
-import forge from 'node-forge';
+import { createRequire } from 'node:module';
+import type forgeType from 'node-forge';
 import { children, derToPem, parseDer, primitive } from './pem.js';
 
 export const DAY_MS = 24 * 60 * 60 * 1000;
@@ -22,26 +23,31 @@ export interface IssueRequest {
   extensions: object[];
   issuer: {
     /** Issuer Name as parsed from the CA certificate (byte-identical); undefined = self-signed. */
-    name: forge.asn1.Asn1 | undefined;
+    name: forgeType.asn1.Asn1 | undefined;
     keyIdentifier: string;
     key: KeyObject;
   };
 }
 
+// All of forge (its pki) is loaded by the first certificate issued: the CA's on first start, a
+// renewed server certificate, a device's CSR.
+const requireCjs = createRequire(import.meta.url);
+let forgeModule: typeof forgeType | undefined;
+const loadForge = (): typeof forgeType => (forgeModule ??= requireCjs('node-forge') as typeof forgeType);
 // Not declared by @types/node-forge.
-const getTBSCertificate = (forge.pki as unknown as { getTBSCertificate(cert: forge.pki.Certificate): forge.asn1.Asn1 })
-  .getTBSCertificate;
+type TbsBuilder = { getTBSCertificate(cert: forgeType.pki.Certificate): forgeType.asn1.Asn1 };
 const TBS_ISSUER_INDEX = 3;
 const TBS_SPKI_INDEX = 6;
 
 export function issueCertificate(req: IssueRequest): string {
+  const forge = loadForge();
   const { asn1 } = forge;
   const cert = forge.pki.createCertificate();
   cert.serialNumber = randomSerialHex();
   cert.validity.notBefore = req.notBefore;
   cert.validity.notAfter = req.notAfter;
   // UTF8String (RFC 5280 §4.1.2.6): device usernames may hold characters PrintableString lacks.
-  const attrs = req.subject.map((a) => ({ type: a.oid, value: a.value, valueTagClass: asn1.Type.UTF8 })) as unknown as forge.pki.CertificateField[];
+  const attrs = req.subject.map((a) => ({ type: a.oid, value: a.value, valueTagClass: asn1.Type.UTF8 })) as unknown as forgeType.pki.CertificateField[];
   cert.setSubject(attrs);
   cert.setIssuer(attrs); // replaced below unless self-signed
   // Placeholder so forge can build the TBS (any RSA key); the real SubjectPublicKeyInfo is spliced in.
@@ -55,8 +61,8 @@ export function issueCertificate(req: IssueRequest): string {
     },
     { name: 'authorityKeyIdentifier', keyIdentifier: req.issuer.keyIdentifier },
   ]);
-  const tbs = getTBSCertificate(cert);
-  const tbsFields = tbs.value as forge.asn1.Asn1[];
+  const tbs = (forge.pki as unknown as TbsBuilder).getTBSCertificate(cert);
+  const tbsFields = tbs.value as forgeType.asn1.Asn1[];
   tbsFields[TBS_SPKI_INDEX] = parseDer(req.spkiDer);
   if (req.issuer.name) tbsFields[TBS_ISSUER_INDEX] = req.issuer.name;
 

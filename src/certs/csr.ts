@@ -1,10 +1,10 @@
 // Certificate signing requests (PKCS#10) from self-registering devices: parsed, their
 // proof of possession verified over the bytes as received, their key checked against policy.
 import { createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
-import forge from 'node-forge';
+import type forge from 'node-forge';
 import { BadRequestError } from '../errors/errors.js';
 import { OID_COMMON_NAME } from './certificate-issuer.js';
-import { children, isContext, isUniversal, oidOf, parseDer, parseName, pemToDer, primitive, type NameAttribute } from './pem.js';
+import { asn1, children, isContext, isUniversal, oidOf, parseDer, parseName, pemToDer, primitive, type NameAttribute } from './pem.js';
 
 /** Signature algorithms accepted on CSRs (proof of possession), by OID. */
 const CSR_SIGNATURE_ALGORITHMS: Record<string, { hash: string | null; keyType: string }> = {
@@ -37,11 +37,11 @@ export function parseAndVerifyCsr(der: Buffer): VerifiedCsr {
     const criElement = readElement(der, readElement(der, 0).contentStart);
     criDer = der.subarray(criElement.start, criElement.end);
     sigOid = oidOf(children(top[1], 'signatureAlgorithm')[0], 'signatureAlgorithm');
-    if (!isUniversal(top[2], forge.asn1.Type.BITSTRING)) throw new Error('signature');
+    if (!isUniversal(top[2], asn1.Type.BITSTRING)) throw new Error('signature');
     const sigBits = Buffer.from(primitive(top[2], 'signature'), 'binary');
     if (sigBits[0] !== 0) throw new Error('signature');
     signature = sigBits.subarray(1);
-    if (cri.length < 3 || !isUniversal(cri[0], forge.asn1.Type.INTEGER) || primitive(cri[0], 'version') !== '\x00') {
+    if (cri.length < 3 || !isUniversal(cri[0], asn1.Type.INTEGER) || primitive(cri[0], 'version') !== '\x00') {
       throw new Error('version');
     }
     if (cri[3] !== undefined && !isContext(cri[3], 0)) throw new Error('attributes');
@@ -49,7 +49,7 @@ export function parseAndVerifyCsr(der: Buffer): VerifiedCsr {
     throw new BadRequestError('invalid CSR: malformed PKCS#10 structure');
   }
 
-  const spkiDer = Buffer.from(forge.asn1.toDer(cri[2]!).getBytes(), 'binary');
+  const spkiDer = Buffer.from(asn1.toDer(cri[2]!).getBytes(), 'binary');
   let key: KeyObject;
   try {
     key = createPublicKey({ key: spkiDer, format: 'der', type: 'spki' });

@@ -6,7 +6,8 @@
 // DER with forge's generic ASN.1 decoder, which is key-type agnostic.
 
 import { X509Certificate, createHash } from 'node:crypto';
-import forge from 'node-forge';
+import { createRequire } from 'node:module';
+import type forge from 'node-forge';
 import { BadRequestError } from '../errors/errors.js';
 
 export type FingerprintAlgorithm = 'sha1' | 'sha256';
@@ -156,10 +157,15 @@ function validateCertificateDer(der: Buffer, what: string): void {
 }
 
 type Asn1 = forge.asn1.Asn1;
-const { Class, Type } = forge.asn1;
+/**
+ * forge's ASN.1 codec alone (with its util): reading certificates needs no more, and the rest of
+ * forge (pki, ciphers, TLS) is loaded by the first certificate the gateway issues.
+ */
+export const asn1 = createRequire(import.meta.url)('node-forge/lib/asn1.js') as typeof forge.asn1;
+const { Class, Type } = asn1;
 
 // @types/node-forge only declares the boolean `strict` form of fromDer.
-const fromDerWithOptions = forge.asn1.fromDer as unknown as (
+const fromDerWithOptions = asn1.fromDer as unknown as (
   bytes: string,
   options: { strict?: boolean; parseAllBytes?: boolean; decodeBitStrings?: boolean },
 ) => Asn1;
@@ -190,7 +196,7 @@ export function isContext(node: Asn1 | undefined, tag: number): node is Asn1 {
 
 export function oidOf(node: Asn1 | undefined, what: string): string {
   if (!isUniversal(node, Type.OID)) throw new Error(`malformed ASN.1: ${what} is not an OID`);
-  return forge.asn1.derToOid(primitive(node, what));
+  return asn1.derToOid(primitive(node, what));
 }
 
 const OID = {
@@ -341,8 +347,8 @@ function decodeString(node: Asn1 | undefined): string {
 
 function parseTime(node: Asn1 | undefined): Date {
   const value = primitive(node, 'Time');
-  if (isUniversal(node, Type.UTCTIME)) return forge.asn1.utcTimeToDate(value);
-  if (isUniversal(node, Type.GENERALIZEDTIME)) return forge.asn1.generalizedTimeToDate(value);
+  if (isUniversal(node, Type.UTCTIME)) return asn1.utcTimeToDate(value);
+  if (isUniversal(node, Type.GENERALIZEDTIME)) return asn1.generalizedTimeToDate(value);
   throw new Error('malformed ASN.1: Time');
 }
 

@@ -9,7 +9,7 @@ import { operationFor } from '../permissions/permission-set.js';
 import { accessClassOf, enrollmentOperations } from './access-classes.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import { createOperationIndex } from './operation-index.js';
-import { loadOpenApiDocument } from './openapi-document.js';
+import { loadOpenApiDocument, readOpenApiJson } from './openapi-document.js';
 
 export { loadOpenApiDocument, openApiPath } from './openapi-document.js';
 
@@ -93,8 +93,10 @@ export function createHttpApp(options: HttpAppOptions): Express {
   });
 
   if (options.webUi) app.use(options.webUi);
+  // The document as text (90 KB) rather than a second object graph kept for this one call.
+  const specJson = readOpenApiJson();
+  app.get('/api/openapi.json', (_req, res) => void res.type('application/json').send(specJson));
   const spec = loadOpenApiDocument();
-  app.get('/api/openapi.json', (_req, res) => void res.json(spec));
   if (options.gate) app.use(options.gate);
 
   // Authentication and authorization come before request validation: an anonymous caller
@@ -134,7 +136,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
 
   app.use(
     OpenApiValidator.middleware({
-      apiSpec: structuredClone(spec) as never,
+      apiSpec: spec as never,
       validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
       validateResponses: options.validateResponses ? { removeAdditional: false } : false,
       validateSecurity: false,

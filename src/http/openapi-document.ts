@@ -6,9 +6,15 @@ export const openApiPath = fileURLToPath(new URL('../../../src/http/openapi.yaml
 /** The same document as JSON, written by `npm run build` (scripts/build-openapi.ts) next to this module. */
 export const openApiJsonPath = fileURLToPath(new URL('./openapi.json', import.meta.url));
 
-let cachedSpec: Record<string, unknown> | undefined;
-/** The OpenAPI document, parsed once (the build's JSON copy: no YAML parser at start-up). */
+/** The document's JSON text as the build wrote it (what GET /api/openapi.json serves). */
+export function readOpenApiJson(): string {
+  return readFileSync(openApiJsonPath, 'utf8');
+}
+
+/**
+ * A fresh, private copy of the OpenAPI document (the build's JSON: no YAML parser at start-up).
+ * Not cached: the HTTP app hands its copy to the validator, which keeps what it needs.
+ */
 export function loadOpenApiDocument(): Record<string, unknown> {
-  cachedSpec ??= JSON.parse(readFileSync(openApiJsonPath, 'utf8')) as Record<string, unknown>;
-  return cachedSpec;
+  return JSON.parse(readOpenApiJson()) as Record<string, unknown>;
 }
