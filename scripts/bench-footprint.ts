@@ -78,7 +78,7 @@ export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): 
   }
 }
 
-async function startAndRestart(flags: string[]): Promise<{ first: DaemonStart; restart: DaemonStart }> {
+export async function startAndRestart(flags: string[]): Promise<{ first: DaemonStart; restart: DaemonStart }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-start-'));
   try {
     const first = await measureDaemonStart(dataDir, flags);

@@ -1,45 +1,12 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
 // startup, footprint, permissions, identity, mqtt, mqtt-auth, mqtt-persistence, maintenance, mapping (default: all).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 
-const mainScript = fileURLToPath(new URL('../src/main.js', import.meta.url));
-
-function rssKiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-}
-
-/** Start-up time to the ready line and resident memory at idle, first start and restart. */
+/** Start-up time to the ready line and resident memory at idle, first start and restart (the flags of npm start). */
 export async function benchStartup(): Promise<Record<string, number>> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-'));
-  const run = async () => {
-    const started = process.hrtime.bigint();
-    const child = spawn(process.execPath, [mainScript], {
-      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: dataDir, GATEWAYD_HOST: '127.0.0.1', GATEWAYD_HTTP_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_ADMIN_PASSWORD: 'Bench-Passw0rd!', GATEWAYD_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"ready"') && resolve());
-      child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
-    });
-    const ms = Number(process.hrtime.bigint() - started) / 1e6;
-    // Let start-up garbage settle before reading idle memory.
-    await new Promise((r) => setTimeout(r, 1000));
-    const rss = rssKiB(child.pid!);
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    return { ms, rssMiB: rss / 1024 };
-  };
-  const first = await run();
-  const second = await run();
-  rmSync(dataDir, { recursive: true, force: true });
-  console.log(`startup: first start ${first.ms.toFixed(0)} ms (creates CA and admin), restart ${second.ms.toFixed(0)} ms; RSS at idle ${second.rssMiB.toFixed(1)} MiB`);
-  return { firstStartMs: first.ms, restartMs: second.ms, idleRssMiB: second.rssMiB };
+  const { shippedNodeFlags, startAndRestart } = await import('./bench-footprint.js');
+  const { first, restart } = await startAndRestart(shippedNodeFlags());
+  console.log(`startup: first start ${first.ms.toFixed(0)} ms (creates CA and admin), restart ${restart.ms.toFixed(0)} ms; RSS at idle ${restart.rssMiB.toFixed(1)} MiB`);
+  return { firstStartMs: first.ms, restartMs: restart.ms, idleRssMiB: restart.rssMiB };
 }
 
 const suites: Record<string, () => Promise<Record<string, number>>> = {
