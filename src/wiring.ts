@@ -9,8 +9,9 @@ import { createPasswordHasher } from './auth/passwords.js';
 import { createTokenService } from './auth/token-service.js';
 import { createLoginThrottle } from './auth/login-throttle.js';
 import { createAuthService } from './auth/auth-service.js';
-import { bootstrapAdmin } from './auth/bootstrap-admin.js';
+import { bootstrapAdmin, rememberAdminRole } from './auth/bootstrap-admin.js';
 import { createMqttAccess } from './auth/create-mqtt-access.js';
+import { createGrantGuard } from './permissions/grant-guard.js';
 import { createPermissionEngine } from './permissions/permission-engine.js';
 import { createRoleService } from './roles/role-service.js';
 import { createUserService } from './users/user-service.js';
@@ -57,14 +58,15 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
   const engine = createPermissionEngine({ store, events });
   const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
-  const roles = createRoleService({ store, engine, log });
-  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log });
+  const guard = createGrantGuard({ store, engine, log });
+  const roles = createRoleService({ store, engine, log, guard });
+  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
   // LDAP single sign-on (DESIGN §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
-  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log });
+  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: (userId, keep) => tokens.revoke(userId, tokens.fingerprintsOf(userId).filter((fp) => fp !== keep)) });
   const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
@@ -78,7 +80,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     onChange: () => broker?.refreshTls(),
   });
   // In memory: a restart relocks the registry and forgets pending requests.
-  const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.succeeded(username) });
+  const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });
   // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
   // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
@@ -98,7 +100,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     bodyLimitBytes: config.http.bodyLimitBytes,
     logRequests: config.log.requests,
     trustProxy: config.http.trustProxy,
-    authenticate: (header) => auth.authenticate(header),
+    authenticate: (header, source) => auth.authenticate(header, source),
     engine,
     validateResponses: options.validateResponses ?? false,
     validateApiSpec: options.validateResponses ?? false,
@@ -109,7 +111,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       sessionRoutes({ auth, users, engine }),
       mfaRoutes({ mfa }),
       configRoutes({ config }),
-      userRoutes({ users, tokens }),
+      userRoutes({ users, tokens , guard }),
       roleRoutes({ roles }),
       maintenanceRoutes({ maintenance }),
       brokerRoutes({ broker: () => broker }),
@@ -130,6 +132,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
           log.info('store reopened');
           // A restored store brings its own trusted certificates.
           broker?.refreshTls();
+          // A backup from before the administrator role's id was recorded.
+          rememberAdminRole(store).catch((err: unknown) => log.error('recording the administrator role failed', { error: String(err) }));
         });
       },
       stop: async () => {

@@ -8,7 +8,7 @@ describe('brute-force protection', () => {
     let gw: TestGateway;
     let bystander: { username: string };
     before(async () => {
-      gw = await startGateway({ overrides: { auth: { loginThrottle: { freeAttempts: 1, maxAttempts: 4, delayStepMs: 10, maxDelayMs: 20, lockoutSeconds: 60, maxTrackedUsernames: 100 } } } });
+      gw = await startGateway({ overrides: { auth: { loginThrottle: { freeAttempts: 1, maxAttempts: 4, delayStepMs: 10, maxDelayMs: 20, lockoutSeconds: 60, maxTrackedUsernames: 100, maxFailuresPerAddress: 0 } } } });
       bystander = await gw.userWith([{ resource: '/api/session', operation: 'read', context: 'http' }]);
     });
     after(() => gw.stop());
@@ -37,24 +37,44 @@ describe('brute-force protection', () => {
   });
 
   describe('the counter store', () => {
-    it('keeps at most maxTrackedUsernames entries', () => {
-      const t = createLoginThrottle({ freeAttempts: 0, maxAttempts: 3, delayStepMs: 0, maxDelayMs: 0, lockoutSeconds: 60, maxTrackedUsernames: 50 });
-      for (let i = 0; i < 10_000; i++) t.failed(`spray-${i}`);
+    const options = { freeAttempts: 0, delayStepMs: 0, maxDelayMs: 0, maxFailuresPerAddress: 0 };
+
+    it('keeps at most maxTrackedUsernames counters, and every lock until it ends', async () => {
+      const t = createLoginThrottle({ ...options, maxAttempts: 3, lockoutSeconds: 60, maxTrackedUsernames: 50 });
+      for (let i = 0; i < 3; i++) (await t.begin('victim')).failed();
+      for (let i = 0; i < 10_000; i++) (await t.begin(`spray-${i}`)).failed();
       expect(t.size()).to.equal(50);
+      expect(t.lockedFor('victim')).to.be.within(59, 60);
+      const refused = await t.begin('victim').catch((e: unknown) => e);
+      expect(refused).to.be.instanceOf(TooManyRequestsError);
+    });
+
+    it('reserves attempts: at most maxAttempts checks run at once for one username', async () => {
+      const t = createLoginThrottle({ ...options, maxAttempts: 5, lockoutSeconds: 60, maxTrackedUsernames: 50 });
+      const outcomes = await Promise.allSettled(Array.from({ length: 60 }, () => t.begin('u')));
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).to.have.length(5);
+      expect(outcomes.filter((o) => o.status === 'rejected').every((o) => (o as PromiseRejectedResult).reason instanceof TooManyRequestsError)).to.equal(true);
+    });
+
+    it('refuses an address after maxFailuresPerAddress failures across usernames', async () => {
+      const t = createLoginThrottle({ ...options, maxAttempts: 10, lockoutSeconds: 60, maxTrackedUsernames: 1000, maxFailuresPerAddress: 20 });
+      for (let i = 0; i < 20; i++) (await t.begin(`name-${i}`, '192.0.2.7')).failed();
+      expect(await t.begin('name-x', '192.0.2.7').catch((e: unknown) => e)).to.be.instanceOf(TooManyRequestsError);
+      (await t.begin('name-x', '192.0.2.8')).succeeded();
     });
 
     it('forgets failures after a quiet period and unlocks after the lockout', async () => {
       let now = 1_000_000;
-      const t = createLoginThrottle({ freeAttempts: 0, maxAttempts: 2, delayStepMs: 0, maxDelayMs: 0, lockoutSeconds: 10, maxTrackedUsernames: 10, now: () => now });
-      t.failed('u');
-      t.failed('u');
+      const t = createLoginThrottle({ ...options, maxAttempts: 2, lockoutSeconds: 10, maxTrackedUsernames: 10, now: () => now });
+      (await t.begin('u')).failed();
+      (await t.begin('u')).failed();
       let error: unknown;
-      await t.before('u').catch((e) => (error = e));
+      await t.begin('u').catch((e: unknown) => (error = e));
       expect(error).to.be.instanceOf(TooManyRequestsError);
       now += 10_001;
-      await t.before('u');
-      t.succeeded('u');
+      (await t.begin('u')).succeeded();
       expect(t.size()).to.equal(0);
+      expect(t.locks()).to.equal(0);
     });
   });
 });

@@ -6,6 +6,7 @@ import type { PermissionEngine } from '../permissions/permission-engine.js';
 import type { PermissionRecord, TokenRecord, UserRecord } from '../store/index.js';
 import type { UserService } from '../users/user-service.js';
 import type { MfaChallenges } from '../mfa/mfa-challenges.js';
+import type { Attempt } from './attempt-limiter.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { looksLikeToken, tokenFingerprint, type TokenService } from './token-service.js';
@@ -62,22 +63,41 @@ export function createAuthService(deps: {
     if (change.kind !== 'permissions') verified.forget(change.userId);
   });
 
-  /** Checks a username and password with brute-force throttling; throws 401 or 429. */
-  async function checkPassword(username: string, password: string, via: string): Promise<UserRecord> {
-    await throttle.before(username);
-    const user = users.findByUsername(username);
-    if (user?.identityProvider === 'ldap' || (!user && deps.ldap?.enabled())) return checkDirectoryPassword(username, password, via, user);
-    const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
-    const hash = passwordAllowed ? user.passwordHash : undefined;
-    const ok = passwordAllowed && (verified.has(user.id, hash, password) || (await hasher.verify(hash, password)));
-    if (!ok || !user) {
-      throttle.failed(username);
-      log.audit('login failed', { username, via });
-      throw new UnauthorizedError(LOGIN_FAILED);
+  /**
+   * Checks a username and password with brute-force limits; throws 401 or 429. The attempt is
+   * reserved before anything expensive runs, and an unknown username (or one without a
+   * password) costs one scrypt of the current parameters like a wrong password does, so
+   * neither the answer nor its time tells whether the username exists.
+   */
+  async function checkPassword(username: string, password: string, via: string, source?: string): Promise<UserRecord> {
+    const attempt = await throttle.begin(username, source);
+    try {
+      const user = users.findByUsername(username);
+      if (user?.identityProvider === 'ldap' || (!user && deps.ldap?.enabled())) {
+        const synced = await checkDirectoryPassword(username, password, via, user);
+        if (!synced) return refuse(attempt, username, via, source, 'ldap');
+        attempt.succeeded();
+        return synced;
+      }
+      const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
+      const hash = passwordAllowed ? user.passwordHash : undefined;
+      const cached = passwordAllowed && hash !== undefined && verified.has(user.id, hash, password);
+      // verify(undefined) derives a dummy hash: the same cost as a wrong password.
+      const ok = cached || ((await hasher.verify(hash, password)) && passwordAllowed);
+      if (!ok || !user) return refuse(attempt, username, via, source);
+      attempt.succeeded();
+      verified.remember(user.id, hash, password);
+      return user;
+    } finally {
+      // Thrown before an outcome (a directory that is down, a store error): not a failed guess.
+      attempt.release();
     }
-    throttle.succeeded(username);
-    verified.remember(user.id, hash, password);
-    return user;
+  }
+
+  function refuse(attempt: Attempt, username: string, via: string, source: string | undefined, identityProvider?: 'ldap'): never {
+    attempt.failed();
+    log.audit('login failed', { username, via, ...(source ? { source } : {}), ...(identityProvider ? { identityProvider } : {}) });
+    throw new UnauthorizedError(LOGIN_FAILED);
   }
 
   /**
@@ -85,18 +105,11 @@ export function createAuthService(deps: {
    * usernames; never for `local` users. Not cached: a cached check could not notice a
    * password changed in the directory. Same throttle and same answer as a local failure.
    */
-  async function checkDirectoryPassword(username: string, password: string, via: string, user: UserRecord | undefined): Promise<UserRecord> {
+  async function checkDirectoryPassword(username: string, password: string, via: string, user: UserRecord | undefined): Promise<UserRecord | undefined> {
     const passwordAllowed = !user || user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password');
-    let synced: UserRecord | undefined;
-    if (passwordAllowed && deps.ldap?.enabled()) synced = await deps.ldap.login(username, password, via);
-    else await hasher.verify(undefined, password); // as long as an unknown username takes
-    if (!synced) {
-      throttle.failed(username);
-      log.audit('login failed', { username, via, identityProvider: 'ldap' });
-      throw new UnauthorizedError(LOGIN_FAILED);
-    }
-    throttle.succeeded(username);
-    return synced;
+    if (passwordAllowed && deps.ldap?.enabled()) return deps.ldap.login(username, password, via);
+    await hasher.verify(undefined, password); // as long as an unknown username takes
+    return undefined;
   }
 
   function lifetime(hours: number | undefined): number {
@@ -131,7 +144,7 @@ export function createAuthService(deps: {
    * A password alone is refused (403) for users who need MFA; a token from the MFA login is
    * not. Unknown user or wrong secret: 401 as for every login.
    */
-  async function authenticateSecret(username: string, secret: string, via: string): Promise<{ user: UserRecord; method: 'token' | 'password'; tokenFingerprint?: string }> {
+  async function authenticateSecret(username: string, secret: string, via: string, source?: string): Promise<{ user: UserRecord; method: 'token' | 'password'; tokenFingerprint?: string }> {
     if (looksLikeToken(secret)) {
       const record = tokens.verify(secret);
       const user = record ? users.find(record.userId) : undefined;
@@ -140,7 +153,7 @@ export function createAuthService(deps: {
         return { user, method: 'token', tokenFingerprint: record.fingerprint };
       }
     }
-    const user = await checkPassword(username, secret, via);
+    const user = await checkPassword(username, secret, via, source);
     if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
     // A password alone is not enough for a user enrolled in MFA: a token from the MFA login is.
     if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: use a session token from the MFA login');
@@ -156,9 +169,9 @@ export function createAuthService(deps: {
      * Password login. A user enrolled in MFA gets no token yet: `needsMfa: true` and a
      * single-use `secret` for POST /api/mfa/login (whatever mfa.enabled says).
      */
-    async login(input: LoginInput): Promise<LoginResult> {
+    async login(input: LoginInput, source?: string): Promise<LoginResult> {
       const hours = lifetime(input.expireTimeInHours);
-      const user = await checkPassword(input.username, input.password, 'login');
+      const user = await checkPassword(input.username, input.password, 'login', source);
       if (user.mfa.enrolled) {
         const secret = deps.mfaChallenges.issue({
           userId: user.id,
@@ -184,7 +197,7 @@ export function createAuthService(deps: {
      * Resolves an Authorization header (Bearer token or HTTP Basic). Missing, malformed,
      * unknown or expired credentials: 401.
      */
-    async authenticate(header: string | undefined): Promise<Principal> {
+    async authenticate(header: string | undefined, source?: string): Promise<Principal> {
       if (!header) throw new UnauthorizedError('authentication required: send Authorization: Bearer <token> or Basic credentials');
       const space = header.indexOf(' ');
       const scheme = header.slice(0, space).toLowerCase();
@@ -205,7 +218,7 @@ export function createAuthService(deps: {
         const decoded = Buffer.from(value, 'base64').toString('utf8');
         const colon = decoded.indexOf(':');
         if (colon < 1) throw new UnauthorizedError('malformed Basic credentials');
-        const user = await checkPassword(decoded.slice(0, colon), decoded.slice(colon + 1), 'basic');
+        const user = await checkPassword(decoded.slice(0, colon), decoded.slice(colon + 1), 'basic', source);
         if (user.enforceMFAEnrollment && !user.mfa.enrolled) {
           throw new ForbiddenError('MFA enrollment is required: log in with POST /api/login and enroll');
         }

@@ -5,6 +5,7 @@ import { ConfigError } from '../config/index.js';
 import { AppError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { RoleService } from '../roles/role-service.js';
+import { ADMIN_ROLE_ID_KEY } from '../permissions/grant-guard.js';
 import type { Store } from '../store/index.js';
 import { writeFileAtomic } from '../store/write-file-atomic.js';
 import type { UserService } from '../users/user-service.js';
@@ -49,7 +50,10 @@ export async function bootstrapAdmin(deps: {
   log: Logger;
 }): Promise<void> {
   const { store, users, roles, config, log } = deps;
-  if (store.meta.get('bootstrapped')) return;
+  if (store.meta.get('bootstrapped')) {
+    await rememberAdminRole(store);
+    return;
+  }
   const given = config.auth.adminPassword;
   if (given) {
     try {
@@ -78,5 +82,16 @@ export async function bootstrapAdmin(deps: {
     }
     await users.create({ username: 'admin', password, identityProvider: 'local', roles: [role.id] }, { systemUser: true });
   }
+  await store.meta.put(ADMIN_ROLE_ID_KEY, role.id);
   await store.meta.put('bootstrapped', true);
+}
+
+/**
+ * Stores bootstrapped before grants were checked (and their backups) know the administrator
+ * role only by its name: record its id, which a later rename cannot move to another role.
+ */
+export async function rememberAdminRole(store: Store): Promise<void> {
+  if (store.meta.get(ADMIN_ROLE_ID_KEY)) return;
+  const id = store.roleNames.get(ADMIN_ROLE_NAME) as string | undefined;
+  if (id) await store.meta.put(ADMIN_ROLE_ID_KEY, id);
 }

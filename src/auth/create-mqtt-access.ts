@@ -49,7 +49,7 @@ export function createMqttAccess(deps: {
       }
       if (!username || password === undefined) throw new UnauthorizedError('credentials required');
       try {
-        const { user, method, tokenFingerprint } = await auth.authenticateSecret(username, password, 'mqtt');
+        const { user, method, tokenFingerprint } = await auth.authenticateSecret(username, password, 'mqtt', credentials.remoteAddress);
         return principalOf(user, method, tokenFingerprint);
       } catch (err) {
         // Still unknown after every identity source (local, LDAP) was asked: the client

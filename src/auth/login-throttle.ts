@@ -1,79 +1,86 @@
-import { TooManyRequestsError } from '../errors/errors.js';
+import { createAttemptLimiter, type Attempt } from './attempt-limiter.js';
 
 export interface LoginThrottleOptions {
   /** Failures before delays start. */
   freeAttempts: number;
-  /** Failures after which the username is refused until lockoutSeconds pass. */
+  /** Passwords evaluated per username before it is refused until lockoutSeconds pass. */
   maxAttempts: number;
   delayStepMs: number;
   maxDelayMs: number;
   lockoutSeconds: number;
-  /** Bound on tracked usernames: an attacker spraying names cannot grow memory. */
+  /** Bound on tracked counters: an attacker spraying names cannot grow memory (locks are kept apart). */
   maxTrackedUsernames: number;
+  /** Failed logins from one address (any usernames) before it is refused until lockoutSeconds pass; 0: no limit. */
+  maxFailuresPerAddress: number;
   now?: () => number;
 }
 
-interface Entry {
-  failures: number;
-  lockedUntil: number;
-  lastFailure: number;
-}
-
 /**
- * Per-username failure counters, keyed by name whether or not the user exists so the answer
- * never reveals existence. A Map in insertion order serves as an LRU: the oldest entries go
- * first when the bound is reached.
+ * Password-guessing limits for every login path (REST login and Basic, MQTT and OPC UA
+ * passwords, LDAP binds): per username, keyed by name whether or not the user exists so the
+ * answer never reveals existence, and per source address against spraying many usernames.
  */
 export function createLoginThrottle(options: LoginThrottleOptions) {
-  const now = options.now ?? (() => Date.now());
-  const entries = new Map<string, Entry>();
   const lockMs = options.lockoutSeconds * 1000;
-
-  const current = (username: string): Entry | undefined => {
-    const e = entries.get(username);
-    if (!e) return undefined;
-    // A quiet period as long as the lockout forgets earlier failures.
-    if (e.lockedUntil <= now() && now() - e.lastFailure > lockMs) {
-      entries.delete(username);
-      return undefined;
-    }
-    return e;
-  };
+  const byUsername = createAttemptLimiter({
+    maxAttempts: options.maxAttempts,
+    lockMs,
+    freeAttempts: options.freeAttempts,
+    delayStepMs: options.delayStepMs,
+    maxDelayMs: options.maxDelayMs,
+    maxTrackedKeys: options.maxTrackedUsernames,
+    message: 'too many failed login attempts; try again later',
+    ...(options.now ? { now: options.now } : {}),
+  });
+  const byAddress =
+    options.maxFailuresPerAddress > 0
+      ? createAttemptLimiter({
+          maxAttempts: options.maxFailuresPerAddress,
+          lockMs,
+          maxTrackedKeys: options.maxTrackedUsernames,
+          resetOnSuccess: false,
+          countInFlight: false,
+          message: 'too many failed logins from this address; try again later',
+          ...(options.now ? { now: options.now } : {}),
+        })
+      : undefined;
 
   return {
-    /** Throws 429 while locked; otherwise resolves after the delay the failure count earns. */
-    async before(username: string): Promise<void> {
-      const e = current(username);
-      if (!e) return;
-      const t = now();
-      if (e.lockedUntil > t) {
-        throw new TooManyRequestsError('too many failed login attempts; try again later', Math.ceil((e.lockedUntil - t) / 1000));
+    /**
+     * Reserves one password check for `username` (and its source address): throws 429 while
+     * either is locked or while maxAttempts checks of the username failed or are running.
+     */
+    async begin(username: string, address?: string): Promise<Attempt> {
+      const fromAddress = address !== undefined && byAddress ? await byAddress.begin(address) : undefined;
+      let forUser: Attempt;
+      try {
+        forUser = await byUsername.begin(username);
+      } catch (err) {
+        fromAddress?.release();
+        throw err;
       }
-      const over = e.failures - options.freeAttempts;
-      if (over > 0) {
-        const delay = Math.min(options.maxDelayMs, over * options.delayStepMs);
-        if (delay > 0) await new Promise((r) => setTimeout(r, delay).unref());
-      }
+      return {
+        failed() {
+          forUser.failed();
+          fromAddress?.failed();
+        },
+        succeeded() {
+          forUser.succeeded();
+          fromAddress?.succeeded();
+        },
+        release() {
+          forUser.release();
+          fromAddress?.release();
+        },
+      };
     },
-    failed(username: string): void {
-      const e = current(username) ?? { failures: 0, lockedUntil: 0, lastFailure: 0 };
-      e.failures += 1;
-      e.lastFailure = now();
-      if (e.failures >= options.maxAttempts) {
-        e.lockedUntil = now() + lockMs;
-        e.failures = 0;
-      }
-      entries.delete(username);
-      entries.set(username, e);
-      while (entries.size > options.maxTrackedUsernames) {
-        const oldest = entries.keys().next().value as string;
-        entries.delete(oldest);
-      }
+    /** A registration confirmed for this username: its earlier failed polls (and a lock they caused) no longer count. */
+    forget(username: string): void {
+      byUsername.forget(username);
     },
-    succeeded(username: string): void {
-      entries.delete(username);
-    },
-    size: () => entries.size,
+    lockedFor: (username: string) => byUsername.lockedFor(username),
+    size: () => byUsername.trackedKeys(),
+    locks: () => byUsername.locks(),
   };
 }
 export type LoginThrottle = ReturnType<typeof createLoginThrottle>;

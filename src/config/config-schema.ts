@@ -67,6 +67,7 @@ export const configSchema = obj({
       maxDelayMs: nonNegativeInt,
       lockoutSeconds: positiveInt,
       maxTrackedUsernames: positiveInt,
+      maxFailuresPerAddress: nonNegativeInt,
     }),
   }),
   policy: obj({
@@ -193,6 +194,7 @@ export interface GatewayConfig {
       maxDelayMs: number;
       lockoutSeconds: number;
       maxTrackedUsernames: number;
+      maxFailuresPerAddress: number;
     };
   };
   policy: { password: PasswordPolicy; username: { min: number } };

@@ -9,6 +9,7 @@ import { operationFor } from '../permissions/permission-set.js';
 import { accessClassOf, enrollmentOperations } from './access-classes.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import { createOperationIndex } from './operation-index.js';
+import { strictQueryNumbers } from './strict-query-numbers.js';
 import { loadOpenApiDocument, readOpenApiJson } from './openapi-document.js';
 
 export { loadOpenApiDocument, openApiPath } from './openapi-document.js';
@@ -21,7 +22,8 @@ export interface HttpAppOptions {
   bodyLimitBytes: number;
   logRequests: boolean;
   trustProxy: boolean;
-  authenticate: (authorization: string | undefined) => Promise<Principal>;
+  /** `source`: the client's address, for the per-address login limit. */
+  authenticate: (authorization: string | undefined, source?: string) => Promise<Principal>;
   engine: PermissionEngine;
   routes: RouteModule[];
   /** Tests validate every response against the OpenAPI document too. */
@@ -107,7 +109,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     const key = operations.find(req.method, path) ?? `${req.method} ${path}`;
     const access = accessClassOf(key);
     if (access === 'public') return next();
-    const principal = await options.authenticate(req.get('authorization'));
+    const principal = await options.authenticate(req.get('authorization'), req.ip);
     res.locals.principal = principal;
     if (principal.token?.scope === 'mfa-enrollment' && !enrollmentOperations.has(key)) {
       throw new ForbiddenError('MFA enrollment is required before this call');
@@ -117,6 +119,8 @@ export function createHttpApp(options: HttpAppOptions): Express {
     }
     next();
   });
+
+  app.use('/api', strictQueryNumbers(spec, operations));
 
   // strict: false because some operations take a bare JSON string (POST /api/certificates).
   app.use(express.json({ limit: options.bodyLimitBytes, strict: false, type: ['application/json', 'application/*+json'] }));

@@ -7,7 +7,7 @@ import type { MfaRecord, UserRecord } from '../store/index.js';
 import type { UserService } from '../users/user-service.js';
 import { findBackupCode, generateBackupCodes, hashBackupCode } from './backup-codes.js';
 import type { MfaChallenges } from './mfa-challenges.js';
-import { createMfaFailures } from './mfa-failures.js';
+import { createAttemptLimiter, type Attempt } from '../auth/attempt-limiter.js';
 import { loadOrCreateMfaKey } from './mfa-key.js';
 import { open, seal } from './secret-box.js';
 import { newTotpSecret, otpauthUri, verifyTotp } from './totp.js';
@@ -38,9 +38,18 @@ export function createMfaService(deps: {
   config: GatewayConfig['mfa'];
   dataDir: string;
   log: Logger;
+  /** Ends every token of the user but the one named; answers how many ended. */
+  revokeOtherTokens: (userId: string, keepTokenFingerprint?: string) => Promise<number>;
 }) {
   const { users, auth, challenges, config, log } = deps;
-  const failures = createMfaFailures({ maxFailures: config.maxFailures, banSeconds: config.banSeconds, maxEntries: 10_000 });
+  // At most maxFailures OTPs or backup codes are checked per user and ban window, however many
+  // arrive at once (each is reserved before it is checked).
+  const attempts = createAttemptLimiter({
+    maxAttempts: config.maxFailures,
+    lockMs: config.banSeconds * 1000,
+    maxTrackedKeys: 10_000,
+    message: 'too many invalid OTPs or backup codes; try again later',
+  });
   let key: Buffer | undefined;
 
   const keyOrThrow = (): Buffer => {
@@ -66,12 +75,19 @@ export function createMfaService(deps: {
     return hasOtp ? 'otp' : 'backupCode';
   }
 
-  function refuseWhileBanned(user: UserRecord, via: string): void {
-    const seconds = failures.bannedFor(user.id);
-    if (seconds > 0) {
-      log.audit('mfa refused', { userId: user.id, username: user.username, via, reason: 'banned', retryAfterSeconds: seconds });
-      throw new TooManyRequestsError('too many invalid OTPs or backup codes; try again later', seconds);
+  async function reserveAttempt(user: UserRecord, via: string): Promise<Attempt> {
+    try {
+      return await attempts.begin(user.id);
+    } catch (err) {
+      if (err instanceof TooManyRequestsError) log.audit('mfa refused', { userId: user.id, username: user.username, via, reason: 'banned', retryAfterSeconds: err.retryAfterSeconds });
+      throw err;
     }
+  }
+
+  function countFailure(attempt: Attempt, user: UserRecord, via: string, kind: string): void {
+    attempt.failed();
+    log.audit('mfa check failed', { userId: user.id, username: user.username, via, kind });
+    if (attempts.lockedFor(user.id) > 0) log.audit('mfa banned', { userId: user.id, username: user.username, via, banSeconds: config.banSeconds });
   }
 
   /**
@@ -83,27 +99,29 @@ export function createMfaService(deps: {
     const kind = proofKind(proof);
     const user = users.getOrThrow(userId);
     if (!user.mfa.enrolled) throw new ConflictError('MFA is not enabled for this user');
-    refuseWhileBanned(user, via);
-    const outcome = await users.updateMfa(userId, (fresh) => {
-      if (!fresh.mfa.enrolled) return { result: 'not-enrolled' as const };
-      if (kind === 'otp') {
-        const step = verifyTotp(secretOf(fresh), proof.otp!, fresh.mfa.lastOtpStep);
-        if (step === undefined) return { result: 'invalid' as const };
-        return { mfa: then({ ...fresh.mfa, lastOtpStep: step }), result: 'ok' as const };
+    const attempt = await reserveAttempt(user, via);
+    try {
+      const outcome = await users.updateMfa(userId, (fresh) => {
+        if (!fresh.mfa.enrolled) return { result: 'not-enrolled' as const };
+        if (kind === 'otp') {
+          const step = verifyTotp(secretOf(fresh), proof.otp!, fresh.mfa.lastOtpStep);
+          if (step === undefined) return { result: 'invalid' as const };
+          return { mfa: then({ ...fresh.mfa, lastOtpStep: step }), result: 'ok' as const };
+        }
+        const index = findBackupCode(fresh.mfa.backupCodeHashes, proof.backupCode!);
+        if (index < 0) return { result: 'invalid' as const };
+        const remaining = fresh.mfa.backupCodeHashes.filter((_, i) => i !== index);
+        return { mfa: then({ ...fresh.mfa, backupCodeHashes: remaining }), result: 'ok' as const };
+      });
+      if (outcome === 'not-enrolled') throw new ConflictError('MFA is not enabled for this user');
+      if (outcome === 'invalid') {
+        countFailure(attempt, user, via, kind);
+        throw new UnauthorizedError(INVALID_PROOF);
       }
-      const index = findBackupCode(fresh.mfa.backupCodeHashes, proof.backupCode!);
-      if (index < 0) return { result: 'invalid' as const };
-      const remaining = fresh.mfa.backupCodeHashes.filter((_, i) => i !== index);
-      return { mfa: then({ ...fresh.mfa, backupCodeHashes: remaining }), result: 'ok' as const };
-    });
-    if (outcome === 'not-enrolled') throw new ConflictError('MFA is not enabled for this user');
-    if (outcome === 'invalid') {
-      const banned = failures.failed(user.id);
-      log.audit('mfa check failed', { userId: user.id, username: user.username, via, kind });
-      if (banned) log.audit('mfa banned', { userId: user.id, username: user.username, via, banSeconds: config.banSeconds });
-      throw new UnauthorizedError(INVALID_PROOF);
+      attempt.succeeded();
+    } finally {
+      attempt.release();
     }
-    failures.succeeded(user.id);
     if (kind === 'backupCode') {
       log.audit('mfa backup code used', { userId: user.id, username: user.username, via, remaining: users.getOrThrow(userId).mfa.backupCodeHashes.length });
     }
@@ -146,25 +164,36 @@ export function createMfaService(deps: {
     },
 
     /** Completes enrollment with a valid OTP; answers the 10 backup codes (shown once). */
-    async validate(userId: string, otp: string): Promise<{ backupCodes: string[] }> {
+    /**
+     * Completes enrollment with a valid OTP; answers the 10 backup codes (shown once). Every
+     * other token of the user ends: they were issued on a password alone.
+     */
+    async validate(userId: string, otp: string, keepTokenFingerprint?: string): Promise<{ backupCodes: string[] }> {
       if (!config.enabled) throw new ConflictError('MFA is disabled by configuration (mfa.enabled is false)');
       const user = users.getOrThrow(userId);
       if (user.mfa.enrolled) throw new ConflictError('user is already enrolled in MFA');
       if (!user.mfa.sealedSecret) throw new ConflictError('no MFA enrollment started: call POST /api/mfa/enable first');
       const { codes, hashes } = freshCodes();
-      const outcome = await users.updateMfa(userId, (fresh) => {
-        if (fresh.mfa.enrolled) throw new ConflictError('user is already enrolled in MFA');
-        if (!fresh.mfa.sealedSecret) throw new ConflictError('no MFA enrollment started: call POST /api/mfa/enable first');
-        const step = verifyTotp(secretOf(fresh), otp);
-        if (step === undefined) return { result: false };
-        return { mfa: { enrolled: true, sealedSecret: fresh.mfa.sealedSecret, backupCodeHashes: hashes, lastOtpStep: step }, result: true };
-      });
-      if (!outcome) {
-        log.audit('mfa enrollment failed', { userId, username: user.username, reason: 'invalid OTP' });
-        throw new UnauthorizedError('invalid OTP');
+      const attempt = await reserveAttempt(user, 'enroll');
+      try {
+        const outcome = await users.updateMfa(userId, (fresh) => {
+          if (fresh.mfa.enrolled) throw new ConflictError('user is already enrolled in MFA');
+          if (!fresh.mfa.sealedSecret) throw new ConflictError('no MFA enrollment started: call POST /api/mfa/enable first');
+          const step = verifyTotp(secretOf(fresh), otp);
+          if (step === undefined) return { result: false };
+          return { mfa: { enrolled: true, sealedSecret: fresh.mfa.sealedSecret, backupCodeHashes: hashes, lastOtpStep: step }, result: true };
+        });
+        if (!outcome) {
+          countFailure(attempt, user, 'enroll', 'otp');
+          log.audit('mfa enrollment failed', { userId, username: user.username, reason: 'invalid OTP' });
+          throw new UnauthorizedError('invalid OTP');
+        }
+        attempt.succeeded();
+      } finally {
+        attempt.release();
       }
-      failures.succeeded(userId);
-      log.audit('mfa enrolled', { userId, username: user.username });
+      const revoked = await deps.revokeOtherTokens(userId, keepTokenFingerprint);
+      log.audit('mfa enrolled', { userId, username: user.username, tokensRevoked: revoked });
       return { backupCodes: codes };
     },
 

@@ -611,6 +611,7 @@ class GatewayBroker implements Broker {
     if (username !== undefined) credentials.username = username;
     if (password !== undefined) credentials.password = password;
     if (certificate !== undefined) credentials.certificate = certificate;
+    if (st.remote) credentials.remoteAddress = st.remote;
 
     this.limiter.schedule((release) => {
       if (client.closed) {

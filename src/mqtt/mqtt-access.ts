@@ -17,6 +17,8 @@ export interface MqttCredentials {
   password?: Buffer;
   /** The verified TLS client certificate, when the client presented one. */
   certificate?: { fingerprint256: string; commonName: string };
+  /** The client's address (per-address login limit, logs). */
+  remoteAddress?: string;
 }
 
 /** What changed for a user; the broker drops cached decisions or disconnects. */

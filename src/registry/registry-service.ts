@@ -11,6 +11,7 @@ import { BadRequestError, ConflictError, LockedError, NotFoundError, ServiceUnav
 import type { Logger } from '../log/index.js';
 import type { MqttCredentials } from '../mqtt/mqtt-access.js';
 import type { PasswordHasher } from '../auth/passwords.js';
+import type { Actor } from '../permissions/grant-guard.js';
 import { checkPasswordPolicy, checkUsernamePolicy } from '../auth/policy.js';
 import { checkPermissionInputs, type PermissionInput, type RoleService } from '../roles/role-service.js';
 import type { GrantType } from '../store/index.js';
@@ -334,7 +335,8 @@ export function createRegistryService(deps: RegistryServiceDeps) {
     }
   }
 
-  async function confirm(input: ConfirmInput, by: string) {
+  async function confirm(input: ConfirmInput, actor: Actor) {
+    const by = actor.username;
     const entry = entries.get(input.username);
     if (!entry) throw new NotFoundError(`no pending registration request for "${input.username}"`);
     if (entry.granted || entry.confirming) throw new ConflictError(`the registration request of "${input.username}" is already confirmed`);
@@ -370,7 +372,9 @@ export function createRegistryService(deps: RegistryServiceDeps) {
           ...(input.mqttPublishPrefix !== undefined ? { mqttPublishPrefix: input.mqttPublishPrefix } : {}),
           ...(certificate ? { certificates: [certificate] } : {}),
         },
-        entry.passwordHash !== undefined ? { passwordHash: entry.passwordHash } : {},
+        // The confirmer grants what the device asked for unless it names otherwise: either way
+        // only what the confirmer holds itself (the user service refuses the rest, 403).
+        { actor, ...(entry.passwordHash !== undefined ? { passwordHash: entry.passwordHash } : {}) },
       );
     } finally {
       entry.confirming = false;

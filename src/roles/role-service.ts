@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors/errors.js';
+import type { Actor, GrantGuard } from '../permissions/grant-guard.js';
 import type { PermissionEngine } from '../permissions/permission-engine.js';
 import { patternMatches, validatePattern } from '../permissions/topic-pattern.js';
 import type { Logger } from '../log/index.js';
@@ -46,12 +47,15 @@ export function pagination(totalRows: number, rowsInPage: number, pageNumber: nu
 /** Permission resources are index keys: LMDB keys are bounded, so resources are too. */
 export const MAX_RESOURCE_LENGTH = 1024;
 
+/** One key per distinct grant (context, operation, resource). */
+export const permissionKey = (p: PermissionInput): string => `${p.context}\0${p.operation}\0${p.resource}`;
+
 export function checkPermissionInputs(inputs: PermissionInput[], field: string): void {
   const seen = new Set<string>();
   inputs.forEach((p, i) => {
     const reason = p.resource.length > MAX_RESOURCE_LENGTH ? `longer than ${MAX_RESOURCE_LENGTH} characters` : validatePattern(p.resource, p.context);
     if (reason) throw new BadRequestError(`invalid permission resource "${p.resource.slice(0, 80)}": ${reason}`, [{ path: `${field}[${i}].resource`, message: reason }]);
-    const key = `${p.context}\0${p.operation}\0${p.resource}`;
+    const key = permissionKey(p);
     if (seen.has(key)) throw new ConflictError(`permission already declared: ${p.operation} ${p.context} ${p.resource}`);
     seen.add(key);
   });
@@ -76,8 +80,8 @@ const permIdKey = (id: string): IndexKey => ['perm-id', id];
  * pages, the permission aggregation) is written in the same transaction as the role.
  * The *InTxn functions must run inside store.transaction and are shared with the users part.
  */
-export function createRoleService(deps: { store: Store; engine: PermissionEngine; log: Logger }) {
-  const { store, engine, log } = deps;
+export function createRoleService(deps: { store: Store; engine: PermissionEngine; log: Logger; guard: GrantGuard }) {
+  const { store, engine, log, guard } = deps;
   const nowIso = () => new Date().toISOString();
 
   function indexPermissions(role: RoleRecord, add: boolean): void {
@@ -208,8 +212,9 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
     buildRole,
     getOrThrow,
 
-    async create(input: RoleInput): Promise<RoleRecord> {
+    async create(input: RoleInput, actor?: Actor): Promise<RoleRecord> {
       checkPermissionInputs(input.permissions ?? [], 'permissions');
+      guard.assertHolds(actor, input.permissions ?? [], 'create role');
       const role = buildRole(input);
       await store.transaction(() => writeRoleInTxn(role));
       log.audit('role created', { roleId: role.id, roleName: role.name, permissions: role.permissions.length });
@@ -271,8 +276,10 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
       };
     },
 
-    async update(id: string, input: RoleInput): Promise<RoleRecord> {
+    async update(id: string, input: RoleInput, actor?: Actor): Promise<RoleRecord> {
       checkPermissionInputs(input.permissions ?? [], 'permissions');
+      // As in Kubernetes: whoever writes a role's permissions must hold all of them.
+      if (input.permissions) guard.assertHolds(actor, input.permissions, 'update role');
       return mutateRole(
         id,
         (previous) => {
@@ -316,8 +323,9 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
       return p;
     },
 
-    async addPermission(id: string, input: PermissionInput): Promise<PermissionRecord> {
+    async addPermission(id: string, input: PermissionInput, actor?: Actor): Promise<PermissionRecord> {
       checkPermissionInputs([input], 'body');
+      guard.assertHolds(actor, [input], 'add permission');
       const [created] = newPermissions([input]);
       await mutateRole(
         id,
@@ -331,7 +339,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
       return created!;
     },
 
-    async updatePermission(id: string, permissionId: string, input: { resource?: string; operation: PermissionOperation }): Promise<void> {
+    async updatePermission(id: string, permissionId: string, input: { resource?: string; operation: PermissionOperation }, actor?: Actor): Promise<void> {
       await mutateRole(
         id,
         (role) => {
@@ -340,6 +348,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
           p.operation = input.operation;
           if (input.resource !== undefined) p.resource = input.resource;
           checkPermissionInputs(role.permissions, 'permissions');
+          guard.assertHolds(actor, [p], 'update permission');
           return role;
         },
         'permission updated',

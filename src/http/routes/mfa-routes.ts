@@ -9,7 +9,9 @@ export function mfaRoutes(deps: { mfa: MfaService }): RouteModule {
       res.json(await mfa.enable(principalOf(res).userId));
     });
     r.post('/api/mfa/validate', async (req, res) => {
-      res.json(await mfa.validate(principalOf(res).userId, req.body.otp));
+      const principal = principalOf(res);
+      // The token that completes the enrollment stays; every other one ends.
+      res.json(await mfa.validate(principal.userId, req.body.otp, principal.token?.fingerprint));
     });
     r.post('/api/mfa/login', async (req, res) => {
       res.json(await mfa.login(req.body));

@@ -25,7 +25,7 @@ export function registryRoutes(deps: { registry: RegistryService; users: UserSer
       res.status(204).end();
     });
     r.post('/api/client-registry/confirm', async (req, res) => {
-      res.status(200).json(users.view(await registry.confirm(req.body, principalOf(res).username)));
+      res.status(200).json(users.view(await registry.confirm(req.body, principalOf(res))));
     });
     r.delete('/api/client-registry/runners/:id', (req, res) => {
       registry.drop(req.params.id, principalOf(res).username);

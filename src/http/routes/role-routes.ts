@@ -1,13 +1,13 @@
 import type { RoleService } from '../../roles/role-service.js';
 import { roleView } from '../../users/user-service.js';
-import type { RouteModule } from '../create-http-app.js';
+import { principalOf, type RouteModule } from '../create-http-app.js';
 import { queryBool, queryInt, queryString, queryStrings } from './query.js';
 
 export function roleRoutes(deps: { roles: RoleService }): RouteModule {
   const { roles } = deps;
   return (r) => {
     r.post('/api/roles', async (req, res) => {
-      res.status(201).json(roleView(await roles.create(req.body)));
+      res.status(201).json(roleView(await roles.create(req.body, principalOf(res))));
     });
     r.get('/api/roles', (req, res) => {
       const name = queryString(req.query['name[eq]']);
@@ -30,7 +30,7 @@ export function roleRoutes(deps: { roles: RoleService }): RouteModule {
     r.get('/api/roles/names', (_req, res) => void res.json(roles.names()));
     r.get('/api/roles/:id', (req, res) => void res.json(roleView(roles.get(req.params.id))));
     r.put('/api/roles/:id', async (req, res) => {
-      res.json(roleView(await roles.update(req.params.id, req.body)));
+      res.json(roleView(await roles.update(req.params.id, req.body, principalOf(res))));
     });
     r.delete('/api/roles/:id', async (req, res) => {
       await roles.delete(req.params.id);
@@ -38,14 +38,14 @@ export function roleRoutes(deps: { roles: RoleService }): RouteModule {
     });
     r.get('/api/roles/:id/permissions', (req, res) => void res.json(roles.listPermissions(req.params.id)));
     r.post('/api/roles/:id/permissions', async (req, res) => {
-      await roles.addPermission(req.params.id, req.body);
+      await roles.addPermission(req.params.id, req.body, principalOf(res));
       res.status(201).end();
     });
     r.get('/api/roles/:id/permissions/:pemId', (req, res) => {
       res.json(roles.getPermission(req.params.id, req.params.pemId));
     });
     r.put('/api/roles/:id/permissions/:pemId', async (req, res) => {
-      await roles.updatePermission(req.params.id, req.params.pemId, req.body);
+      await roles.updatePermission(req.params.id, req.params.pemId, req.body, principalOf(res));
       res.status(200).end();
     });
     r.delete('/api/roles/:id/permissions/:pemId', async (req, res) => {

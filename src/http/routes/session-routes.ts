@@ -7,7 +7,7 @@ export function sessionRoutes(deps: { auth: AuthService; users: UserService; eng
   const { auth, users, engine } = deps;
   return (r) => {
     r.post('/api/login', async (req, res) => {
-      res.json(await auth.login(req.body));
+      res.json(await auth.login(req.body, req.ip));
     });
     r.post('/api/logout', async (req, res) => {
       await auth.logout(req.body.token);

@@ -1,14 +1,15 @@
 import type { TokenService } from '../../auth/token-service.js';
 import { NotFoundError } from '../../errors/errors.js';
 import { tokenView, type UserService } from '../../users/user-service.js';
-import type { RouteModule } from '../create-http-app.js';
+import type { GrantGuard } from '../../permissions/grant-guard.js';
+import { principalOf, type RouteModule } from '../create-http-app.js';
 import { queryBool, queryInt, queryString, queryStrings } from './query.js';
 
-export function userRoutes(deps: { users: UserService; tokens: TokenService }): RouteModule {
-  const { users, tokens } = deps;
+export function userRoutes(deps: { users: UserService; tokens: TokenService; guard: GrantGuard }): RouteModule {
+  const { users, tokens, guard } = deps;
   return (r) => {
     r.post('/api/users', async (req, res) => {
-      res.status(201).json(users.view(await users.create(req.body)));
+      res.status(201).json(users.view(await users.create(req.body, { actor: principalOf(res) })));
     });
     r.get('/api/listUsers', (req, res) => {
       const page = users.list({
@@ -22,18 +23,18 @@ export function userRoutes(deps: { users: UserService; tokens: TokenService }): 
     r.get('/api/users/usernames', (_req, res) => void res.json(users.usernames()));
     r.get('/api/users/ids', (_req, res) => void res.json(users.ids()));
     r.post('/api/users/batch', async (req, res) => {
-      res.status(201).json((await users.createMany(req.body)).map((u) => u.id));
+      res.status(201).json((await users.createMany(req.body, principalOf(res))).map((u) => u.id));
     });
     r.post('/api/users/batch/delete', async (req, res) => {
-      await users.deleteMany(req.body);
+      await users.deleteMany(req.body, principalOf(res));
       res.status(200).end();
     });
     r.get('/api/users/:id', (req, res) => void res.json(users.view(users.getOrThrow(req.params.id))));
     r.put('/api/users/:id', async (req, res) => {
-      res.json(users.view(await users.update(req.params.id, req.body)));
+      res.json(users.view(await users.update(req.params.id, req.body, principalOf(res))));
     });
     r.delete('/api/users/:id', async (req, res) => {
-      await users.delete(req.params.id);
+      await users.delete(req.params.id, principalOf(res));
       res.status(200).end();
     });
     r.get('/api/users/:id/tokens', (req, res) => {
@@ -42,25 +43,26 @@ export function userRoutes(deps: { users: UserService; tokens: TokenService }): 
     });
     r.delete('/api/users/:id/tokens', async (req, res) => {
       users.getOrThrow(req.params.id);
+      guard.assertNotStronger(principalOf(res), req.params.id, 'revoke tokens');
       const tokenId = queryString(req.query.tokenId);
       const removed = await tokens.revoke(req.params.id, tokenId !== undefined ? [tokenId.toLowerCase()] : undefined);
       if (tokenId !== undefined && removed === 0) throw new NotFoundError(`token ${tokenId} not found for user ${req.params.id}`);
       res.status(200).end();
     });
     r.post('/api/users/:id/certificates', async (req, res) => {
-      await users.addCertificate(req.params.id, req.body.fingerprint);
+      await users.addCertificate(req.params.id, req.body.fingerprint, principalOf(res));
       res.status(201).end();
     });
     r.delete('/api/users/:id/certificates', async (req, res) => {
-      await users.removeCertificate(req.params.id, req.body.fingerprint);
+      await users.removeCertificate(req.params.id, req.body.fingerprint, principalOf(res));
       res.status(200).end();
     });
     r.post('/api/users/:id/roles', async (req, res) => {
-      await users.addRole(req.params.id, req.body.roleId);
+      await users.addRole(req.params.id, req.body.roleId, principalOf(res));
       res.status(201).end();
     });
     r.delete('/api/users/:id/roles', async (req, res) => {
-      await users.removeRole(req.params.id, req.body.roleId);
+      await users.removeRole(req.params.id, req.body.roleId, principalOf(res));
       res.status(200).end();
     });
   };

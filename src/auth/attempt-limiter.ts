@@ -1,0 +1,145 @@
+import { TooManyRequestsError } from '../errors/errors.js';
+
+// Brute-force limits that concurrency cannot race (issue 11). An attempt is reserved BEFORE the
+// expensive check (scrypt, an LDAP bind, an OTP): failures plus attempts still being evaluated
+// never exceed maxAttempts, however many requests arrive at once. Locks are kept apart from the
+// counters: the counter table is bounded (spraying made-up names evicts old counters), the lock
+// table is not, and a lock is never dropped before it ends. Each lock costs maxAttempts full
+// evaluations, so the lock table stays small by itself (a few thousand at most per lockout).
+
+export interface AttemptLimiterOptions {
+  /** Evaluations per key and window; the one that fails last locks the key. */
+  maxAttempts: number;
+  lockMs: number;
+  /** Failures evaluated without delay; each one beyond waits delayStepMs more, up to maxDelayMs. */
+  freeAttempts?: number;
+  delayStepMs?: number;
+  maxDelayMs?: number;
+  /** Bound on tracked counters (not on locks). */
+  maxTrackedKeys: number;
+  /** A success forgets the key's failures (a username); false for keys shared by many (an address). */
+  resetOnSuccess?: boolean;
+  /**
+   * Count attempts still being evaluated against maxAttempts (a username: at most maxAttempts
+   * guesses in flight). False for an address, where many good logins may run at once.
+   */
+  countInFlight?: boolean;
+  /** The 429 message. */
+  message: string;
+  now?: () => number;
+}
+
+/** One reserved evaluation: report its outcome exactly once. */
+export interface Attempt {
+  failed(): void;
+  succeeded(): void;
+  /** Neither: the evaluation did not happen (another limit refused it first). */
+  release(): void;
+}
+
+interface Counter {
+  failures: number;
+  inFlight: number;
+  lastFailure: number;
+}
+
+export function createAttemptLimiter(options: AttemptLimiterOptions) {
+  const now = options.now ?? (() => Date.now());
+  const counters = new Map<string, Counter>();
+  /** key → end of its lock (ms). Insertion order is expiry order: lockMs is fixed. */
+  const locks = new Map<string, number>();
+
+  function sweepLocks(t: number): void {
+    for (const [key, until] of locks) {
+      if (until > t) break;
+      locks.delete(key);
+    }
+  }
+
+  function counterOf(key: string, t: number): Counter {
+    let c = counters.get(key);
+    // A quiet period as long as a lock forgets earlier failures.
+    if (c && c.inFlight === 0 && t - c.lastFailure > options.lockMs) {
+      counters.delete(key);
+      c = undefined;
+    }
+    if (!c) {
+      c = { failures: 0, inFlight: 0, lastFailure: 0 };
+      counters.set(key, c);
+      while (counters.size > options.maxTrackedKeys) counters.delete(counters.keys().next().value as string);
+    }
+    return c;
+  }
+
+  function tooMany(retryMs: number): TooManyRequestsError {
+    return new TooManyRequestsError(options.message, Math.max(1, Math.ceil(retryMs / 1000)));
+  }
+
+  return {
+    /** Seconds left of a lock on `key`, or 0. */
+    lockedFor(key: string): number {
+      const t = now();
+      sweepLocks(t);
+      const until = locks.get(key);
+      return until !== undefined && until > t ? Math.ceil((until - t) / 1000) : 0;
+    },
+
+    /**
+     * Reserves one evaluation for `key` (429 while locked or while maxAttempts are already
+     * failed or being evaluated), after the delay its failures earn.
+     */
+    async begin(key: string): Promise<Attempt> {
+      const t = now();
+      sweepLocks(t);
+      const until = locks.get(key);
+      if (until !== undefined && until > t) throw tooMany(until - t);
+      const c = counterOf(key, t);
+      if (c.failures + (options.countInFlight === false ? 0 : c.inFlight) >= options.maxAttempts) throw tooMany(options.lockMs);
+      c.inFlight += 1;
+      let settled = false;
+      const settle = () => {
+        if (settled) return false;
+        settled = true;
+        c.inFlight -= 1;
+        return true;
+      };
+      const attempt: Attempt = {
+        failed() {
+          if (!settle()) return;
+          c.failures += 1;
+          c.lastFailure = now();
+          if (c.failures >= options.maxAttempts) {
+            locks.delete(key);
+            locks.set(key, c.lastFailure + options.lockMs);
+            c.failures = 0;
+          }
+        },
+        succeeded() {
+          if (!settle()) return;
+          if (options.resetOnSuccess !== false) c.failures = 0;
+          if (c.inFlight === 0 && c.failures === 0 && counters.get(key) === c) counters.delete(key);
+        },
+        release() {
+          settle();
+        },
+      };
+      const over = c.failures - (options.freeAttempts ?? options.maxAttempts);
+      if (over > 0 && options.delayStepMs) {
+        const delay = Math.min(options.maxDelayMs ?? Infinity, over * options.delayStepMs);
+        await new Promise((r) => setTimeout(r, delay).unref());
+      }
+      return attempt;
+    },
+
+    /** Forgets the failures and the lock of `key`: an operator's decision (a confirmed registration). */
+    forget(key: string): void {
+      const c = counters.get(key);
+      if (c && c.inFlight === 0) counters.delete(key);
+      locks.delete(key);
+    },
+
+    trackedKeys: () => counters.size,
+    locks: () => locks.size,
+  };
+}
+export type AttemptLimiter = ReturnType<typeof createAttemptLimiter>;

@@ -1,0 +1,178 @@
+// Brute-force limits that concurrency cannot race (issue 11 point 3), against the real gateway:
+// bursts of concurrent wrong passwords and OTPs evaluate at most maxAttempts / maxFailures, a
+// spray of made-up usernames leaves a lock in place, the per-address limit, tokens that end with
+// an MFA enrolment, and login times that do not tell whether a username exists (REST and MQTT).
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { expect } from 'chai';
+import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
+import { connackCode } from './support/mqtt-test-kit.js';
+
+const run = promisify(execFile);
+const http = (resource: string) => ({ resource, operation: 'readWrite' as const, context: 'http' as const });
+
+async function oathtool(secret: string): Promise<string> {
+  const { stdout } = await run('oathtool', ['--totp', '-b', secret]);
+  return stdout.trim();
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+
+describe('brute force that cannot be raced', function () {
+  this.timeout(120_000);
+
+  describe('passwords and OTPs', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startGateway({ overrides: { auth: { loginThrottle: { maxFailuresPerAddress: 0 } } } });
+    });
+    after(() => gw.stop());
+
+    it('evaluates at most maxAttempts of 60 concurrent wrong passwords; the rest get 429 and the user is locked', async () => {
+      const victim = await gw.userWith([http('/api/session')]);
+      const results = await Promise.all(Array.from({ length: 60 }, () => gw.api('POST', '/api/login', { body: { username: victim.username, password: 'Wrong-Passw0rd!' } })));
+      const evaluated = results.filter((r) => r.status === 401).length;
+      expect(evaluated).to.be.within(1, gw.config.auth.loginThrottle.maxAttempts);
+      expect(results.filter((r) => r.status === 429)).to.have.length(60 - evaluated);
+      const audited = gw.logs().filter((l) => l.message === 'login failed' && l.username === victim.username).length;
+      expect(audited).to.equal(evaluated);
+      expect((await gw.api('POST', '/api/login', { body: { username: victim.username, password: GOOD_PASSWORD } })).status, 'locked').to.equal(429);
+    });
+
+    it('evaluates at most maxFailures of 100 concurrent OTP guesses', async () => {
+      const u = await gw.userWith([http('/api/session')]);
+      const enable = await gw.api('POST', '/api/mfa/enable', { token: u.token });
+      const secret = new URL(enable.body.uri).searchParams.get('secret')!;
+      expect((await gw.api('POST', '/api/mfa/validate', { token: u.token, body: { otp: await oathtool(secret) } })).status).to.equal(200);
+      // Ten second-step challenges, so that guesses really run side by side.
+      const challenges: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const login = await gw.api('POST', '/api/login', { body: { username: u.username, password: GOOD_PASSWORD } });
+        expect(login.body.needsMfa).to.equal(true);
+        challenges.push(login.body.secret);
+      }
+      const good = await oathtool(secret);
+      const wrong = String((Number(good) + 500_001) % 1_000_000).padStart(6, '0');
+      const results = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => gw.api('POST', '/api/mfa/login', { body: { username: u.username, secret: challenges[i % 10], otp: wrong } })),
+      );
+      const evaluated = gw.logs().filter((l) => l.message === 'mfa check failed' && l.userId === u.id).length;
+      expect(evaluated).to.be.within(1, gw.config.mfa.maxFailures);
+      expect(results.every((r) => r.status === 401 || r.status === 429)).to.equal(true);
+      expect(results.filter((r) => r.status === 429).length).to.be.above(0);
+      const after = await gw.api('POST', '/api/mfa/login', { body: { username: u.username, secret: challenges[0], otp: await oathtool(secret) } });
+      expect(after.status, 'banned, even with the right code').to.equal(429);
+    });
+
+    it('keeps a lock however many made-up usernames fail after it', async () => {
+      const small = await startGateway({ overrides: { auth: { loginThrottle: { maxTrackedUsernames: 20, maxFailuresPerAddress: 0 } } } });
+      try {
+        const victim = await small.userWith([http('/api/session')]);
+        const max = small.config.auth.loginThrottle.maxAttempts;
+        for (let i = 0; i < max; i++) await small.api('POST', '/api/login', { body: { username: victim.username, password: 'Wrong-Passw0rd!' } });
+        // Ten times the counter table's bound, to evict every counter it holds.
+        for (let i = 0; i < 200; i += 20) {
+          await Promise.all(Array.from({ length: 20 }, (_, k) => small.api('POST', '/api/login', { body: { username: `made-up-${i + k}`, password: 'Wrong-Passw0rd!' } })));
+        }
+        const after = await small.api('POST', '/api/login', { body: { username: victim.username, password: GOOD_PASSWORD } });
+        expect(after.status).to.equal(429);
+        expect(Number(after.headers.get('retry-after'))).to.be.above(0);
+      } finally {
+        await small.stop();
+      }
+    });
+
+    it('refuses an address after maxFailuresPerAddress failures across usernames', async () => {
+      const limited = await startGateway({ overrides: { auth: { loginThrottle: { maxFailuresPerAddress: 15 } } } });
+      try {
+        const someone = await limited.userWith([http('/api/session')]);
+        for (let i = 0; i < 15; i++) expect((await limited.api('POST', '/api/login', { body: { username: `spray-${i}`, password: 'Wrong-Passw0rd!' } })).status).to.equal(401);
+        const refused = await limited.api('POST', '/api/login', { body: { username: someone.username, password: GOOD_PASSWORD } });
+        expect(refused.status).to.equal(429);
+        expect(refused.body.message).to.include('address');
+      } finally {
+        await limited.stop();
+      }
+    });
+
+    it('ends every other token of a user who enrols in MFA; the enrolling one goes on', async () => {
+      const u = await gw.userWith([http('/api/session')]);
+      const other = await gw.login(u.username, GOOD_PASSWORD);
+      const enable = await gw.api('POST', '/api/mfa/enable', { token: u.token });
+      const secret = new URL(enable.body.uri).searchParams.get('secret')!;
+      expect((await gw.api('POST', '/api/mfa/validate', { token: u.token, body: { otp: await oathtool(secret) } })).status).to.equal(200);
+      expect((await gw.api('GET', '/api/session', { token: other })).status).to.equal(401);
+      expect((await gw.api('GET', '/api/session', { token: u.token })).status).to.equal(200);
+    });
+  });
+
+  describe('login time does not tell whether a username exists', () => {
+    let gw: TestGateway;
+    const SAMPLES = 24;
+    const known: string[] = [];
+    before(async function () {
+      // A realistic hash cost, so the check dominates the request; spread over many users so no
+      // username is locked, and no address limit.
+      gw = await startGateway({ overrides: { auth: { passwordHashCost: 13, loginThrottle: { maxFailuresPerAddress: 0 } } } });
+      for (let i = 0; i < SAMPLES; i++) known.push((await gw.userWith([{ resource: 'timing/#', operation: 'read', context: 'mqtt' }])).username);
+    });
+    after(() => gw.stop());
+
+    async function timed(fn: () => Promise<unknown>): Promise<number> {
+      const t = process.hrtime.bigint();
+      await fn();
+      return Number(process.hrtime.bigint() - t) / 1e6;
+    }
+
+    it('REST: the median login of an unknown username and of a known one differ by less than 1.2x', async () => {
+      const a: number[] = [];
+      const b: number[] = [];
+      // Interleaved, so load on the machine hits both alike.
+      for (let i = 0; i < SAMPLES; i++) {
+        a.push(await timed(() => gw.api('POST', '/api/login', { body: { username: known[i]!, password: 'Wrong-Passw0rd!' } })));
+        b.push(await timed(() => gw.api('POST', '/api/login', { body: { username: `nobody-${i}`, password: 'Wrong-Passw0rd!' } })));
+      }
+      const ratio = Math.max(median(a), median(b)) / Math.min(median(a), median(b));
+      expect(ratio, `known ${median(a).toFixed(1)} ms, unknown ${median(b).toFixed(1)} ms`).to.be.below(1.2);
+    });
+
+    it('MQTT: the same for CONNECT with a password', async () => {
+      const port = gw.ports.mqtt;
+      const a: number[] = [];
+      const b: number[] = [];
+      for (let i = 0; i < SAMPLES; i++) {
+        a.push(await timed(async () => expect(await connackCode(port, { username: known[i]!, password: 'Wrong-Passw0rd!', reconnectPeriod: 0 })).to.not.equal(0)));
+        b.push(await timed(async () => expect(await connackCode(port, { username: `ghost-${i}`, password: 'Wrong-Passw0rd!', reconnectPeriod: 0 })).to.not.equal(0)));
+      }
+      const ratio = Math.max(median(a), median(b)) / Math.min(median(a), median(b));
+      expect(ratio, `known ${median(a).toFixed(1)} ms, unknown ${median(b).toFixed(1)} ms`).to.be.below(1.2);
+    });
+  });
+
+  describe('numbers in queries', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startGateway();
+    });
+    after(() => gw.stop());
+
+    for (const value of ['1e309', 'Infinity', '-Infinity', 'NaN', '1e2', '0x10', '10.0', ' 10', '010', '99999999999999999999', '-1', '0', '101']) {
+      it(`answers 400 for rowsPerPage=${JSON.stringify(value)}`, async () => {
+        const token = await gw.login();
+        const res = await gw.api('GET', `/api/listUsers?rowsPerPage=${encodeURIComponent(value)}`, { token });
+        expect(res.status, JSON.stringify(res.body)).to.equal(400);
+        const roles = await gw.api('GET', `/api/roles/page?rowsPerPage=5&pageNumber=${encodeURIComponent(value === '101' ? '1e3' : value)}`, { token });
+        expect(roles.status, JSON.stringify(roles.body)).to.equal(400);
+      });
+    }
+
+    it('still answers a page for plain decimal integers', async () => {
+      const token = await gw.login();
+      expect((await gw.api('GET', '/api/listUsers?rowsPerPage=100&pageNumber=1', { token })).status).to.equal(200);
+      expect((await gw.api('GET', '/api/roles/page?rowsPerPage=50&pageNumber=2', { token })).status).to.equal(200);
+    });
+  });
+});

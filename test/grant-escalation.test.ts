@@ -1,0 +1,176 @@
+// No one grants more than they hold (issue 11 point 1) and no one takes over a stronger account
+// (point 2), against the real gateway: each escalation path as a user holding only the delegated
+// right (refused, 403 naming the permission, audited, nothing changed) and as one that also
+// holds what is granted (allowed).
+import { expect } from 'chai';
+import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
+
+type Grant = { resource: string; operation: 'read' | 'write' | 'readWrite'; context: 'mqtt' | 'http' };
+const http = (resource: string, operation: Grant['operation'] = 'readWrite'): Grant => ({ resource, operation, context: 'http' });
+const mqtt = (resource: string, operation: Grant['operation'] = 'readWrite'): Grant => ({ resource, operation, context: 'mqtt' });
+const API_ALL = http('/api/#');
+
+describe('grants never exceed the grantor', function () {
+  let gw: TestGateway;
+  let admin: string;
+  let adminRoleId: string;
+  let adminUserId: string;
+
+  before(async () => {
+    gw = await startGateway();
+    admin = await gw.login();
+    const roles = await gw.api('GET', '/api/roles?name%5Beq%5D=admin', { token: admin });
+    adminRoleId = roles.body[0].id;
+    const users = await gw.api('GET', '/api/users/usernames', { token: admin });
+    adminUserId = users.body.find((u: { username: string }) => u.username === 'admin').id;
+  });
+  after(() => gw.stop());
+
+  const refusals = () => gw.logs().filter((l) => l.message === 'grant refused');
+  const userOf = async (id: string) => (await gw.api('GET', `/api/users/${id}`, { token: admin })).body;
+  const privatePermissions = async (id: string) => (await userOf(id)).roles.find((r: { isShared: boolean }) => !r.isShared).permissions.map((p: Grant) => `${p.context} ${p.operation} ${p.resource}`);
+  const sharedRoleIds = async (id: string) => (await userOf(id)).roles.filter((r: { isShared: boolean }) => r.isShared).map((r: { id: string }) => r.id);
+
+  function expectRefused(res: { status: number; body: { message?: string } }, missing: string): void {
+    expect(res.status, JSON.stringify(res.body)).to.equal(403);
+    expect(res.body.message).to.include(missing);
+  }
+
+  describe('write on its own user record', () => {
+    it('cannot give itself the admin role or /api/# (403, audited, unchanged)', async () => {
+      const self = await gw.userWith([http('/api/users/+', 'readWrite')]);
+      await gw.api('PUT', `/api/users/${self.id}`, { token: self.token, body: { username: self.username } }).then((r) => expect(r.status).to.equal(200));
+      const before = refusals().length;
+      expectRefused(await gw.api('PUT', `/api/users/${self.id}`, { token: self.token, body: { roles: [adminRoleId] } }), 'http readWrite /api/#');
+      expectRefused(await gw.api('PUT', `/api/users/${self.id}`, { token: self.token, body: { permissions: [API_ALL] } }), 'http readWrite /api/#');
+      expect(await sharedRoleIds(self.id)).to.deep.equal([]);
+      expect(await privatePermissions(self.id)).to.deep.equal(['http readWrite /api/users/+']);
+      expect(refusals().length - before).to.equal(2);
+      expect(refusals().at(-1)).to.include({ userId: self.id, missing: 'http readWrite /api/#' });
+    });
+
+    it('may grant what it holds, keep what it has, and drop rights', async () => {
+      const self = await gw.userWith([http('/api/users/+', 'readWrite'), mqtt('plant/#', 'read')]);
+      const res = await gw.api('PUT', `/api/users/${self.id}`, {
+        token: self.token,
+        body: { permissions: [http('/api/users/+', 'readWrite'), mqtt('plant/+/temperature', 'read')] },
+      });
+      expect(res.status, JSON.stringify(res.body)).to.equal(200);
+      expect(await privatePermissions(self.id)).to.have.members(['http readWrite /api/users/+', 'mqtt read plant/+/temperature']);
+    });
+  });
+
+  describe('write on role assignments', () => {
+    it('cannot assign the admin role, may assign a role it holds', async () => {
+      const assigner = await gw.userWith([http('/api/users/+/roles', 'write'), mqtt('line-1/#', 'readWrite')]);
+      expectRefused(await gw.api('POST', `/api/users/${assigner.id}/roles`, { token: assigner.token, body: { roleId: adminRoleId } }), 'http readWrite /api/#');
+      expect(await sharedRoleIds(assigner.id)).to.deep.equal([]);
+      const line = await gw.api('POST', '/api/roles', { token: admin, body: { name: `line-1-${Date.now()}`, isShared: true, permissions: [mqtt('line-1/+/state', 'read')] } });
+      const ok = await gw.api('POST', `/api/users/${assigner.id}/roles`, { token: assigner.token, body: { roleId: line.body.id } });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(201);
+      expect(await sharedRoleIds(assigner.id)).to.deep.equal([line.body.id]);
+    });
+  });
+
+  describe('write on /api/users alone', () => {
+    it('cannot create a user with # or the admin role; a batch with one such user creates none', async () => {
+      const creator = await gw.userWith([http('/api/users', 'write'), http('/api/users/batch', 'write'), mqtt('sensors/#', 'write')]);
+      const name = `made-${Date.now()}`;
+      expectRefused(await gw.api('POST', '/api/users', { token: creator.token, body: { username: name, identityProvider: 'local', initialPermissions: [http('#')] } }), 'http readWrite #');
+      expectRefused(await gw.api('POST', '/api/users', { token: creator.token, body: { username: name, identityProvider: 'local', roles: [adminRoleId] } }), 'http readWrite /api/#');
+      const batch = await gw.api('POST', '/api/users/batch', {
+        token: creator.token,
+        body: [
+          { username: `${name}-a`, identityProvider: 'local', initialPermissions: [mqtt('sensors/a/#', 'write')] },
+          { username: `${name}-b`, identityProvider: 'local', initialPermissions: [mqtt('actuators/#', 'write')] },
+        ],
+      });
+      expectRefused(batch, 'mqtt write actuators/#');
+      const names = (await gw.api('GET', '/api/users/usernames', { token: admin })).body.map((u: { username: string }) => u.username);
+      expect(names).to.not.include.members([name, `${name}-a`, `${name}-b`]);
+      const ok = await gw.api('POST', '/api/users', { token: creator.token, body: { username: name, identityProvider: 'local', initialPermissions: [mqtt('sensors/+/value', 'write')] } });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(201);
+    });
+  });
+
+  describe('write on /api/roles', () => {
+    it('cannot create a shared role with /api/# nor add /api/# to its own private role', async () => {
+      const roleAdmin = await gw.userWith([http('/api/roles', 'write'), http('/api/roles/+/permissions', 'write'), mqtt('a/#', 'read')]);
+      expectRefused(await gw.api('POST', '/api/roles', { token: roleAdmin.token, body: { name: `wide-${Date.now()}`, isShared: true, permissions: [API_ALL] } }), 'http readWrite /api/#');
+      const privateRoleId = (await userOf(roleAdmin.id)).roles.find((r: { isShared: boolean }) => !r.isShared).id;
+      expectRefused(await gw.api('POST', `/api/roles/${privateRoleId}/permissions`, { token: roleAdmin.token, body: API_ALL }), 'http readWrite /api/#');
+      expect(await privatePermissions(roleAdmin.id)).to.have.length(3);
+      // Subsumption: a/# covers a/+/b; +/x does not cover #.
+      const ok = await gw.api('POST', '/api/roles', { token: roleAdmin.token, body: { name: `narrow-${Date.now()}`, isShared: true, permissions: [mqtt('a/+/b', 'read')] } });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(201);
+      expectRefused(await gw.api('POST', '/api/roles', { token: roleAdmin.token, body: { name: `wider-${Date.now()}`, isShared: true, permissions: [mqtt('a/+/b', 'write')] } }), 'mqtt write a/+/b');
+    });
+
+    it('subsumption follows MQTT wildcards: +/x does not cover #, a/# covers a and a/+/b/#', async () => {
+      const holder = await gw.userWith([http('/api/roles', 'write'), mqtt('+/x', 'read'), mqtt('a/#', 'write')]);
+      const create = (permissions: Grant[]) => gw.api('POST', '/api/roles', { token: holder.token, body: { name: `r-${Date.now()}-${Math.random()}`, isShared: true, permissions } });
+      expect((await create([mqtt('#', 'read')])).status).to.equal(403);
+      expect((await create([mqtt('+/+', 'read')])).status).to.equal(403);
+      expect((await create([mqtt('y/x', 'read')])).status).to.equal(201);
+      expect((await create([mqtt('a', 'write')])).status).to.equal(201);
+      expect((await create([mqtt('a/+/b/#', 'write')])).status).to.equal(201);
+      expect((await create([mqtt('a/#', 'readWrite')])).status, 'write held, read not').to.equal(403);
+    });
+  });
+
+  describe('client registry confirm', () => {
+    let confirmer: { id: string; username: string; token: string };
+    before(async () => {
+      confirmer = await gw.userWith([http('/api/client-registry/#', 'readWrite'), mqtt('devices/#', 'write')]);
+      expect((await gw.api('POST', '/api/client-registry/open', { token: admin, body: { duration: 600_000 } })).status).to.equal(204);
+    });
+    const register = (body: Record<string, unknown>) => gw.api('POST', '/api/client-registry/register', { body });
+
+    it('does not grant what the device asked for (admin role) unless the confirmer holds it', async () => {
+      const username = `device-${Date.now()}`;
+      expect((await register({ username, password: GOOD_PASSWORD, roles: ['admin'], context: 'rogue' })).status).to.equal(202);
+      expectRefused(await gw.api('POST', '/api/client-registry/confirm', { token: confirmer.token, body: { username } }), 'http readWrite /api/#');
+      expectRefused(await gw.api('POST', '/api/client-registry/confirm', { token: confirmer.token, body: { username, roles: [], initialPermissions: [API_ALL] } }), 'http readWrite /api/#');
+      const names = (await gw.api('GET', '/api/users/usernames', { token: admin })).body.map((u: { username: string }) => u.username);
+      expect(names).to.not.include(username);
+      // Naming what it holds instead: granted.
+      const ok = await gw.api('POST', '/api/client-registry/confirm', { token: confirmer.token, body: { username, roles: [], initialPermissions: [mqtt(`devices/${username}/#`, 'write')] } });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
+    });
+
+    it('grants the requested permissions when the confirmer holds them', async () => {
+      const username = `sensor-${Date.now()}`;
+      expect((await register({ username, password: GOOD_PASSWORD, permissions: [mqtt(`devices/${username}/#`, 'write')], context: 'ok' })).status).to.equal(202);
+      const ok = await gw.api('POST', '/api/client-registry/confirm', { token: confirmer.token, body: { username } });
+      expect(ok.status, JSON.stringify(ok.body)).to.equal(200);
+    });
+  });
+
+  describe('no takeover of a stronger account', () => {
+    it('a user administrator cannot change the password, tokens, certificates or existence of the administrator', async () => {
+      const manager = await gw.userWith([http('/api/users/#', 'readWrite'), http('/api/users', 'readWrite')]);
+      const cases: [string, string, unknown][] = [
+        ['PUT', `/api/users/${adminUserId}`, { password: 'Takeover-Passw0rd!' }],
+        ['PUT', `/api/users/${adminUserId}`, { username: 'root2' }],
+        ['PUT', `/api/users/${adminUserId}`, { disableMfa: true }],
+        ['DELETE', `/api/users/${adminUserId}/tokens`, undefined],
+        ['POST', `/api/users/${adminUserId}/certificates`, { fingerprint: 'ab'.repeat(32) }],
+        ['DELETE', `/api/users/${adminUserId}`, undefined],
+        ['POST', '/api/users/batch/delete', [adminUserId]],
+      ];
+      for (const [method, path, body] of cases) {
+        const res = await gw.api(method, path, { token: manager.token, ...(body !== undefined ? { body } : {}) });
+        expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)}`).to.equal(403);
+      }
+      expect(await gw.login()).to.be.a('string');
+      expect((await gw.api('GET', '/api/session', { token: admin })).status, 'admin tokens still work').to.equal(200);
+      expect((await userOf(adminUserId)).username).to.equal('admin');
+
+      // A weaker user: allowed.
+      const weak = await gw.userWith([http('/api/users/+', 'read')]);
+      expect((await gw.api('PUT', `/api/users/${weak.id}`, { token: manager.token, body: { password: 'An0ther-Passw0rd!' } })).status).to.equal(200);
+      expect((await gw.api('GET', '/api/session', { token: weak.token })).status, 'tokens end with a password change').to.equal(401);
+      expect((await gw.api('DELETE', `/api/users/${weak.id}`, { token: manager.token })).status).to.equal(200);
+    });
+  });
+});
