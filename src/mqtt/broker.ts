@@ -26,7 +26,6 @@
 //   to resubscribe. 'revoked' / 'deleted' close the affected sessions (their will is not
 //   published).
 
-import { createHash } from 'node:crypto';
 import type http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -34,10 +33,13 @@ import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
 import type { GatewayConfig } from '../config/config-schema.js';
-import { isAppError } from '../errors/errors.js';
 import type { Logger } from '../log/logger.js';
-import { ConcurrencyLimiter, DecisionCache, TokenBucket, boundOutgoingQueues, limitPacketSize } from './limits.js';
+import { ClientState, stateOf, type GatewayClient, type Transport } from './client-state.js';
+import { connackError, returnCodeFor, type ConnackError } from './connack-errors.js';
+import { ConcurrencyLimiter, boundOutgoingQueues, limitPacketSize } from './limits.js';
+import { listen, pathOf, peerCertificate } from './listeners.js';
 import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
+import { RevocationLog, tokenSetOf } from './revocation-log.js';
 
 export interface BrokerOptions {
   config: GatewayConfig['mqtt'];
@@ -100,128 +102,12 @@ export interface DataPlane {
   subscribe(filter: string, handler: (topic: string, payload: Buffer) => void): () => void;
 }
 
-type Transport = 'tcp' | 'tls' | 'ws';
-
-/** Decision caches hold at most this many topics per client and direction. */
-const DECISION_CACHE_SIZE = 256;
-/** How many recent revocations are remembered to close the authenticate/revoke race. */
-const REVOCATION_LOG_SIZE = 256;
 const STOP_TIMEOUT_MS = 5000;
 /** Persistent-session owners remembered (clientId → userId), oldest dropped beyond this. */
 const SESSION_OWNER_LIMIT = 100_000;
-/**
- * Listen backlog of the TCP and TLS listeners (the kernel caps it at net.core.somaxconn).
- * Node's default of 511 overflows when ~1,000 devices reconnect at once after a gateway reboot;
- * dropped SYNs are retried by the client only after 1 s, then 3 s...
- */
-const LISTEN_BACKLOG = 2048;
-
-/** Per-connection state, stored on the Aedes client object as `gatewayd`. */
-class ClientState {
-  /** null until authenticated, and for an admitted anonymous client. */
-  principal: MqttPrincipal | null = null;
-  anonymous = false;
-  /** A CONNACK return code decided in preConnect and sent from authenticate (0: none). */
-  refuseCode = 0;
-  refuseReason = '';
-  /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
-  revoked = false;
-  /**
-   * Every live subscription of this client was granted under the user's current permissions.
-   * A subscription is granted only when one read permission covers its whole filter, i.e. every
-   * topic it can match is readable, so forwarding through it needs no per-message check. Cleared
-   * for good by the first 'permissions' change of the user (per-message checks from then on).
-   */
-  subscriptionsTrusted = true;
-  readonly readCache = new DecisionCache(DECISION_CACHE_SIZE);
-  readonly writeCache = new DecisionCache(DECISION_CACHE_SIZE);
-  readonly bucket: TokenBucket;
-  constructor(
-    readonly transport: Transport,
-    readonly remote: string,
-    publishesPerSecond: number,
-  ) {
-    this.bucket = new TokenBucket(publishesPerSecond);
-  }
-}
-
-type GatewayClient = Client & { gatewayd?: ClientState; _parser?: unknown };
-
-function stateOf(client: Client | null | undefined): ClientState | undefined {
-  return client ? (client as GatewayClient).gatewayd : undefined;
-}
 
 function isSysTopic(topic: string): boolean {
   return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
-}
-
-type ConnackError = Error & { returnCode: 2 | 3 | 4 | 5 };
-
-function connackError(returnCode: 2 | 3 | 4 | 5, message: string): ConnackError {
-  const err = new Error(message) as ConnackError;
-  err.returnCode = returnCode;
-  return err;
-}
-
-/** CONNACK code for a failure of access.authenticate. */
-function returnCodeFor(err: unknown): 3 | 4 | 5 {
-  if (isAppError(err)) {
-    if (err.status === 401) return 4;
-    if (err.status === 403) return 5;
-  }
-  return 3;
-}
-
-/** The verified client certificate of a TLS socket, if any (unverified ones are ignored). */
-function peerCertificate(socket: tls.TLSSocket): MqttCredentials['certificate'] {
-  if (!socket.authorized) return undefined;
-  const cert = socket.getPeerCertificate();
-  if (!cert || !cert.raw) return undefined;
-  const fingerprint256 = createHash('sha256').update(cert.raw).digest('hex');
-  const cn: unknown = cert.subject?.CN;
-  const commonName = Array.isArray(cn) ? String(cn[0] ?? '') : typeof cn === 'string' ? cn : '';
-  return { fingerprint256, commonName };
-}
-
-interface Revocation {
-  seq: number;
-  userId: string;
-  fingerprints: ReadonlySet<string> | null;
-}
-
-/**
- * Remembers the last revocations so that an authentication that started before a revocation
- * and resolves after it (with a principal that is no longer valid) is refused.
- */
-class RevocationLog {
-  seq = 0;
-  private readonly ring: Array<Revocation | undefined> = new Array(REVOCATION_LOG_SIZE);
-
-  record(userId: string, fingerprints: readonly string[] | undefined): void {
-    this.seq++;
-    this.ring[this.seq % REVOCATION_LOG_SIZE] = {
-      seq: this.seq,
-      userId,
-      fingerprints: fingerprints ? new Set(fingerprints) : null,
-    };
-  }
-
-  /** Revoked after `since`? null when the log no longer reaches back that far. */
-  revokedSince(since: number, principal: MqttPrincipal): boolean | null {
-    if (this.seq === since) return false;
-    if (this.seq - since > REVOCATION_LOG_SIZE) return null;
-    for (let s = since + 1; s <= this.seq; s++) {
-      const r = this.ring[s % REVOCATION_LOG_SIZE];
-      if (!r || r.seq !== s || r.userId !== principal.userId) continue;
-      if (r.fingerprints === null) return true;
-      if (principal.tokenFingerprint !== undefined && r.fingerprints.has(principal.tokenFingerprint)) return true;
-    }
-    return false;
-  }
-}
-
-function tokenSetOf(change: AccessChange): ReadonlySet<string> | null {
-  return change.tokenFingerprints ? new Set(change.tokenFingerprints) : null;
 }
 
 /** Aedes options shared by the gatewayd broker and the bare broker of the benchmark. */
@@ -837,23 +723,6 @@ class GatewayBroker implements Broker {
       client.once('connected', () => client.close());
     }
   }
-}
-
-function pathOf(url: string | undefined): string {
-  if (!url) return '';
-  const q = url.indexOf('?');
-  return q === -1 ? url : url.slice(0, q);
-}
-
-function listen(server: net.Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error) => reject(err);
-    server.once('error', onError);
-    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
-      server.removeListener('error', onError);
-      resolve((server.address() as net.AddressInfo).port);
-    });
-  });
 }
 
 async function withTimeout(promise: Promise<unknown>, ms: number): Promise<void> {
