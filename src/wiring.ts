@@ -168,6 +168,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
                 log: log.child({ part: 'mqtt' }),
                 access: mqttAccess,
                 tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => trusted.pems() },
+                store,
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };

@@ -41,6 +41,8 @@ export const configSchema = obj({
     maxQueuedMessages: positiveInt,
     drainTimeoutMs: { type: 'integer', minimum: 100 },
     maxKeepaliveSeconds: { type: 'integer', minimum: 0, maximum: 65535 },
+    allowKeepaliveZero: { type: 'boolean' },
+    topicAliasMaximum: { type: 'integer', minimum: 0, maximum: 65535 },
     connectTimeoutMs: { type: 'integer', minimum: 100 },
     maxPublishesPerSecond: positiveInt,
     maxConcurrentAuth: positiveInt,
@@ -158,6 +160,10 @@ export interface GatewayConfig {
     /** How long a subscriber's socket may stay full before it is disconnected (slow consumer). */
     drainTimeoutMs: number;
     maxKeepaliveSeconds: number;
+    /** Keepalive 0 ("never time out", allowed by MQTT) is accepted unless this is false. */
+    allowKeepaliveZero: boolean;
+    /** Inbound topic aliases an MQTT 5 client may use (0: none), announced in the CONNACK. */
+    topicAliasMaximum: number;
     connectTimeoutMs: number;
     maxPublishesPerSecond: number;
     maxConcurrentAuth: number;

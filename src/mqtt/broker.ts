@@ -40,6 +40,8 @@ import { ConcurrencyLimiter, boundOutgoingQueues, limitPacketSize } from './limi
 import { listen, pathOf, peerCertificate } from './listeners.js';
 import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
 import { RevocationLog, tokenSetOf } from './revocation-log.js';
+import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits, type BrokerStateStats, type LmdbPersistence } from './persistence/index.js';
+import type { Store } from '../store/index.js';
 
 export interface BrokerOptions {
   config: GatewayConfig['mqtt'];
@@ -49,6 +51,12 @@ export interface BrokerOptions {
   access: MqttAccess;
   /** Server key/cert PEM; ca() = trusted CA PEMs for client certificates, read per TLS context. */
   tls: { key: string; cert: string; ca: () => string[] };
+  /**
+   * The gateway's store: with mqtt.persistence.enabled the broker keeps retained messages,
+   * persistent sessions, queues and wills in it (src/mqtt/persistence). Without a store (the
+   * benchmark's bare comparisons), aedes' in-memory persistence.
+   */
+  store?: Store;
 }
 
 export interface BrokerStats {
@@ -67,6 +75,35 @@ export interface BrokerStats {
   /** Messages not queued because a session's outgoing queue was full (maxQueuedMessages). */
   queueDrops: number;
   revocationDisconnects: number;
+  /** PUBLISH packets accepted from clients, and messages delivered to clients. */
+  messagesReceived: number;
+  messagesSent: number;
+  /** Bytes on the MQTT connections (TCP and TLS listeners, WebSocket upgrades), both ways. */
+  bytesReceived: number;
+  bytesSent: number;
+  /** Refused CONNECTs by reason: bad_credentials, not_authorized, bad_client_id, unsupported_version, other. */
+  connectsRefusedByReason: Record<RefusalReason, number>;
+  uptimeSeconds: number;
+  /** The broker state on disk (absent with aedes' in-memory persistence). */
+  persistence?: BrokerStateStats;
+}
+
+export type RefusalReason = 'bad_credentials' | 'not_authorized' | 'bad_client_id' | 'unsupported_version' | 'other';
+
+/** The reason of a CONNACK return code (MQTT 3.1.1 numbering; MQTT 5 clients get the matching reason code). */
+export function refusalReasonOf(returnCode: number): RefusalReason {
+  switch (returnCode) {
+    case 1:
+      return 'unsupported_version';
+    case 2:
+      return 'bad_client_id';
+    case 4:
+      return 'bad_credentials';
+    case 5:
+      return 'not_authorized';
+    default:
+      return 'other';
+  }
 }
 
 export interface EnhancedAuthInfo {
@@ -110,6 +147,15 @@ function isSysTopic(topic: string): boolean {
   return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
 }
 
+/**
+ * MQTT 5 Server Keep Alive: the CONNACK tells the client the keepalive to use instead of its
+ * own. aedes 2 sets this field itself only from its keepaliveLimit option, which would make it
+ * refuse MQTT 3.1.1 clients with a return code 3.1.1 does not define (6).
+ */
+function setServerKeepAlive(client: Client, seconds: number): void {
+  (client as unknown as { _serverKeepAlive?: number })._serverKeepAlive = seconds;
+}
+
 /** Aedes options shared by the gatewayd broker and the bare broker of the benchmark. */
 export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
   return {
@@ -122,6 +168,11 @@ export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
     // A subscriber whose socket stays full this long is disconnected, so one frozen consumer
     // cannot hold every delivery slot (Aedes `concurrency`) for long.
     drainTimeout: config.drainTimeoutMs,
+    // Announced to MQTT 5 clients in the CONNACK.
+    topicAliasMaximum: config.topicAliasMaximum,
+    maximumPacketSize: config.maxPacketSizeBytes,
+    receiveMaximum: config.maxInflightMessages,
+    sessionExpiryIntervalLimit: config.persistence.sessionExpirySeconds,
     // keepaliveLimit stays 0: Aedes would answer CONNACK 6, which MQTT 3.1.1 does not define.
   };
 }
@@ -145,6 +196,7 @@ class GatewayBroker implements Broker {
   private readonly sockets = new Set<net.Socket>();
   private readonly upgradeTargets: Array<{ server: http.Server; listener: (...args: any[]) => void }> = [];
   private aedes: Aedes | undefined;
+  private persistence: LmdbPersistence | undefined;
   private tcpServer: net.Server | undefined;
   private tlsServer: tls.Server | undefined;
   private wss: WebSocketServer | undefined;
@@ -162,7 +214,13 @@ class GatewayBroker implements Broker {
     oversizeDisconnects: 0,
     queueDrops: 0,
     revocationDisconnects: 0,
+    messagesReceived: 0,
+    messagesSent: 0,
   };
+  private readonly refusalsByReason: Record<RefusalReason, number> = { bad_credentials: 0, not_authorized: 0, bad_client_id: 0, unsupported_version: 0, other: 0 };
+  /** Bytes of connections already closed (live ones are read from their sockets). */
+  private closedBytes = { received: 0, sent: 0 };
+  private startedAt = Date.now();
 
   constructor(private readonly options: BrokerOptions) {
     this.cfg = options.config;
@@ -185,8 +243,12 @@ class GatewayBroker implements Broker {
   }
 
   private async doStart(): Promise<{ port: number; tlsPort: number }> {
+    const { store } = this.options;
+    const persistence = store && this.cfg.persistence.enabled ? createLmdbPersistence({ store, limits: persistenceLimits(this.cfg), log: this.log }) : undefined;
+    this.persistence = persistence;
     const aedes = await Aedes.createBroker({
       ...aedesBaseOptions(this.cfg),
+      ...(persistence ? { persistence } : {}),
       preConnect: (client, packet, callback) => this.preConnect(client, packet, callback),
       authenticate: (client, username, password, done) => this.authenticate(client, username, password, done),
       authorizePublish: (client, packet, callback) => this.authorizePublish(client, packet, callback),
@@ -194,10 +256,18 @@ class GatewayBroker implements Broker {
       authorizeForward: (client, packet) => this.authorizeForward(client, packet),
     });
     this.aedes = aedes;
-    const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
-      this.counters.queueDrops++;
-    });
-    if (!bound) this.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
+    if (persistence && store) {
+      // A QoS 1/2 publisher gets its PUBACK/PUBREC once the message is on disk.
+      acknowledgeWhenDurable(aedes, persistence);
+      // A restore swapped the store: the broker state is the backup's.
+      store.onReopen(() => persistence.reload());
+    } else {
+      // The LMDB persistence bounds its queues itself (mqtt.maxQueuedMessages); aedes' in-memory one does not.
+      const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
+        this.counters.queueDrops++;
+      });
+      if (!bound) this.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
+    }
 
     aedes.on('client', (client) => {
       this.liveClients.set(client.id, client as GatewayClient);
@@ -220,7 +290,18 @@ class GatewayBroker implements Broker {
       this.log.debug('mqtt client error', { clientId: client.id, username: stateOf(client)?.principal?.username, error: err.message });
     });
     aedes.on('connectionError', (client, err) => {
-      this.log.debug('mqtt connection error', { remote: stateOf(client)?.remote, error: err.message });
+      const st = stateOf(client);
+      const code = (err as { errorCode?: unknown }).errorCode;
+      // Refusals aedes decides itself, before any hook: an unsupported protocol version, a
+      // malformed client id. Ours were counted where they were decided.
+      if (st && !st.refusalCounted && typeof code === 'number' && code > 0) {
+        this.counters.connectsRefused++;
+        this.refusalsByReason[refusalReasonOf(code)]++;
+        st.refusalCounted = true;
+        this.log.audit('mqtt.connect.refused', { clientId: client.id || undefined, returnCode: code, reason: err.message, transport: st.transport, remote: st.remote });
+        return;
+      }
+      this.log.debug('mqtt connection error', { remote: st?.remote, error: err.message });
     });
 
     this.unsubscribeChanges = this.access.onChange((change) => this.onAccessChange(change));
@@ -328,11 +409,23 @@ class GatewayBroker implements Broker {
   }
 
   stats(): BrokerStats {
+    let bytesReceived = this.closedBytes.received;
+    let bytesSent = this.closedBytes.sent;
+    for (const socket of this.sockets) {
+      bytesReceived += socket.bytesRead;
+      bytesSent += socket.bytesWritten;
+    }
+    const persistence = this.persistence?.stats();
     return {
       clients: this.aedes && !this.aedes.closed ? this.aedes.connectedClients : 0,
       authRunning: this.limiter.running,
       authWaiting: this.limiter.waiting,
       ...this.counters,
+      bytesReceived,
+      bytesSent,
+      connectsRefusedByReason: { ...this.refusalsByReason },
+      uptimeSeconds: Math.floor((Date.now() - this.startedAt) / 1000),
+      ...(persistence ? { persistence, queueDrops: this.counters.queueDrops + persistence.queueDrops } : {}),
     };
   }
 
@@ -365,6 +458,8 @@ class GatewayBroker implements Broker {
     for (const socket of this.sockets) socket.destroy();
     await withTimeout(Promise.all(listenersClosed), STOP_TIMEOUT_MS / 2);
     for (const socket of this.sockets) socket.destroy();
+    // Flushes what the broker state has issued; the store itself is closed by its own part.
+    await this.persistence?.destroy();
     this.byUser.clear();
     this.liveClients.clear();
     this.log.info('mqtt broker stopped');
@@ -372,7 +467,11 @@ class GatewayBroker implements Broker {
 
   private track(socket: net.Socket): void {
     this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
+    socket.once('close', () => {
+      this.sockets.delete(socket);
+      this.closedBytes.received += socket.bytesRead;
+      this.closedBytes.sent += socket.bytesWritten;
+    });
   }
 
   /** Hands a connection to Aedes and attaches the per-client state and limits. */
@@ -392,7 +491,28 @@ class GatewayBroker implements Broker {
       this.parserHookMissingLogged = true;
       this.log.warn('mqtt-packet parser has an unexpected shape: maxPacketSizeBytes is not enforced');
     }
+    this.answerUnsupportedVersion(client, conn);
     conn.once('close', () => this.forget(client));
+  }
+
+  /**
+   * [MQTT-3.1.2-2]: a CONNECT of a protocol level the broker does not speak gets CONNACK return
+   * code 1 before the connection closes (mosquitto does the same). mqtt-packet's parser rejects
+   * it before aedes sees a CONNECT, and aedes then destroys the socket: answer first.
+   */
+  private answerUnsupportedVersion(client: GatewayClient, conn: Duplex): void {
+    const parser = client._parser as { prependListener?: (event: 'error', fn: (err: Error) => void) => void } | undefined;
+    parser?.prependListener?.('error', (err: Error) => {
+      if (!/protocol version/i.test(err.message) || client.connected) return;
+      const st = stateOf(client);
+      if (conn.writable) conn.write(Buffer.from([0x20, 0x02, 0x00, 0x01]));
+      if (st && !st.refusalCounted) {
+        st.refusalCounted = true;
+        this.counters.connectsRefused++;
+        this.refusalsByReason.unsupported_version++;
+        this.log.audit('mqtt.connect.refused', { returnCode: 1, reason: err.message, transport: st.transport, remote: st.remote });
+      }
+    });
   }
 
   private forget(client: GatewayClient): void {
@@ -444,7 +564,7 @@ class GatewayBroker implements Broker {
 
   // ---------------------------------------------------------------- hooks
 
-  private preConnect(client: Client, packet: { clientId?: string; clean?: boolean; keepalive?: number }, callback: (error: Error | null, success: boolean) => void): void {
+  private preConnect(client: Client, packet: { clientId?: string; clean?: boolean; keepalive?: number; protocolVersion?: number }, callback: (error: Error | null, success: boolean) => void): void {
     const st = stateOf(client);
     if (!st) return callback(new Error('unknown connection'), false);
     // Refusals that need a CONNACK code are answered from authenticate(): Aedes sends CONNACK
@@ -458,9 +578,20 @@ class GatewayBroker implements Broker {
     } else if (clientId === '' && packet.clean === false) {
       st.refuseCode = 2; // [MQTT-3.1.3-8]
       st.refuseReason = 'an empty client id needs a clean session';
-    } else if (maxKeepalive > 0 && (keepalive === 0 || keepalive > maxKeepalive)) {
-      st.refuseCode = 2;
-      st.refuseReason = `keepalive ${keepalive} s not within 1..${maxKeepalive} s`;
+    } else if (keepalive === 0 && !this.cfg.allowKeepaliveZero) {
+      if (packet.protocolVersion === 5 && maxKeepalive > 0) setServerKeepAlive(client, maxKeepalive);
+      else {
+        st.refuseCode = 2;
+        st.refuseReason = 'keepalive 0 is not allowed (mqtt.allowKeepaliveZero)';
+      }
+    } else if (maxKeepalive > 0 && keepalive > maxKeepalive) {
+      // MQTT 5 can be told the server's keep alive; MQTT 3.1.1 can only be refused (clamping
+      // silently would make the broker drop a client that keeps to what it asked for).
+      if (packet.protocolVersion === 5) setServerKeepAlive(client, maxKeepalive);
+      else {
+        st.refuseCode = 2;
+        st.refuseReason = `keepalive ${keepalive} s above ${maxKeepalive} s`;
+      }
     }
     callback(null, true);
   }
@@ -554,6 +685,8 @@ class GatewayBroker implements Broker {
 
   private refused(client: Client, st: ClientState, code: number, reason: string, username: string | undefined): void {
     this.counters.connectsRefused++;
+    this.refusalsByReason[refusalReasonOf(code)]++;
+    st.refusalCounted = true;
     this.log.audit('mqtt.connect.refused', { clientId: client.id, username, returnCode: code, reason, transport: st.transport, remote: st.remote });
   }
 
@@ -616,6 +749,7 @@ class GatewayBroker implements Broker {
       return callback(new Error('publish not authorized'));
     }
     if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
+    this.counters.messagesReceived++;
     callback(null);
   }
 
@@ -652,7 +786,10 @@ class GatewayBroker implements Broker {
     // Fast path (see ClientState.subscriptionsTrusted). Only once the session is established:
     // while connecting, Aedes replays the offline queue, whose messages may have been queued
     // for subscriptions that are no longer granted.
-    if (st.subscriptionsTrusted && client.connected) return packet;
+    if (st.subscriptionsTrusted && client.connected) {
+      this.counters.messagesSent++;
+      return packet;
+    }
     const topic = packet.topic;
     let ok = st.readCache.lookup(topic);
     if (ok === undefined) {
@@ -663,6 +800,7 @@ class GatewayBroker implements Broker {
       this.counters.forwardsRefused++;
       return null;
     }
+    this.counters.messagesSent++;
     return packet;
   }
 

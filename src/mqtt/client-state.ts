@@ -15,6 +15,8 @@ export class ClientState {
   /** A CONNACK return code decided in preConnect and sent from authenticate (0: none). */
   refuseCode = 0;
   refuseReason = '';
+  /** The refusal of this connection was logged and counted (aedes may report it once more). */
+  refusalCounted = false;
   /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
   revoked = false;
   /**
