@@ -43,6 +43,7 @@ export const configSchema = obj({
     maxKeepaliveSeconds: { type: 'integer', minimum: 0, maximum: 65535 },
     allowKeepaliveZero: { type: 'boolean' },
     topicAliasMaximum: { type: 'integer', minimum: 0, maximum: 65535 },
+    sysIntervalSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
     connectTimeoutMs: { type: 'integer', minimum: 100 },
     maxPublishesPerSecond: positiveInt,
     maxConcurrentAuth: positiveInt,
@@ -164,6 +165,8 @@ export interface GatewayConfig {
     allowKeepaliveZero: boolean;
     /** Inbound topic aliases an MQTT 5 client may use (0: none), announced in the CONNACK. */
     topicAliasMaximum: number;
+    /** Period of the $SYS/broker/... statistics (0: not published). */
+    sysIntervalSeconds: number;
     connectTimeoutMs: number;
     maxPublishesPerSecond: number;
     maxConcurrentAuth: number;

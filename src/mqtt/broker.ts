@@ -40,6 +40,7 @@ import { ConcurrencyLimiter, boundOutgoingQueues, limitPacketSize } from './limi
 import { listen, pathOf, peerCertificate } from './listeners.js';
 import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
 import { RevocationLog, tokenSetOf } from './revocation-log.js';
+import { createSysTopics, type SysTopics } from './sys-topics.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits, type BrokerStateStats, type LmdbPersistence } from './persistence/index.js';
 import type { Store } from '../store/index.js';
 
@@ -57,6 +58,8 @@ export interface BrokerOptions {
    * benchmark's bare comparisons), aedes' in-memory persistence.
    */
   store?: Store;
+  /** gatewayd's version, published in $SYS/broker/version. */
+  version?: string;
 }
 
 export interface BrokerStats {
@@ -132,11 +135,20 @@ export interface Broker {
 }
 
 /** See Broker.dataPlane(). */
+/** MQTT 5 properties a data-plane message carries end to end (clients of 3.1.1 do not see them). */
+export interface DataPlaneProperties {
+  correlationData?: Buffer;
+  responseTopic?: string;
+  contentType?: string;
+  userProperties?: Record<string, string | string[]>;
+  messageExpiryInterval?: number;
+}
+
 export interface DataPlane {
   /** QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker. */
-  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean }): Promise<void>;
-  /** Every publish matching `filter` (from clients or the data plane); returns the unsubscribe function. */
-  subscribe(filter: string, handler: (topic: string, payload: Buffer) => void): () => void;
+  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean; properties?: DataPlaneProperties }): Promise<void>;
+  /** Every publish matching `filter` (from clients or the data plane), with its MQTT 5 properties; returns the unsubscribe function. */
+  subscribe(filter: string, handler: (topic: string, payload: Buffer, properties?: DataPlaneProperties) => void): () => void;
 }
 
 const STOP_TIMEOUT_MS = 5000;
@@ -197,6 +209,7 @@ class GatewayBroker implements Broker {
   private readonly upgradeTargets: Array<{ server: http.Server; listener: (...args: any[]) => void }> = [];
   private aedes: Aedes | undefined;
   private persistence: LmdbPersistence | undefined;
+  private sys: SysTopics | undefined;
   private tcpServer: net.Server | undefined;
   private tlsServer: tls.Server | undefined;
   private wss: WebSocketServer | undefined;
@@ -336,6 +349,17 @@ class GatewayBroker implements Broker {
     this.tcpServer = tcpServer;
     this.tlsServer = tlsServer;
 
+    this.sys = createSysTopics({
+      stats: () => this.stats(),
+      publish: (topic, payload) => {
+        const packet = { cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: true, dup: false } as unknown as Parameters<Aedes['publish']>[0];
+        if (!aedes.closed) aedes.publish(packet, () => {});
+      },
+      version: this.options.version ?? 'unknown',
+      intervalSeconds: this.cfg.sysIntervalSeconds,
+    });
+    this.sys.start();
+
     const port = await listen(tcpServer, this.cfg.port, this.options.host);
     const tlsPort = await listen(tlsServer, this.cfg.tlsPort, this.options.host);
     this.log.info('mqtt broker listening', { host: this.options.host, port, tlsPort, websocketPath: this.cfg.websocketPath });
@@ -436,6 +460,7 @@ class GatewayBroker implements Broker {
 
   private async doStop(): Promise<void> {
     await this.starting?.catch(() => undefined);
+    this.sys?.stop();
     this.unsubscribeChanges?.();
     for (const { server, listener } of this.upgradeTargets) server.removeListener('upgrade', listener);
     this.upgradeTargets.length = 0;
@@ -532,7 +557,15 @@ class GatewayBroker implements Broker {
           const aedes = this.aedes;
           if (!aedes || this.stopping) return reject(new Error('broker is not running'));
           if (isSysTopic(topic)) return reject(new Error('$SYS topics are reserved'));
-          const packet = { cmd: 'publish', topic, payload, qos: opts.qos ?? 0, retain: opts.retain ?? false, dup: false } as unknown as Parameters<Aedes['publish']>[0];
+          const packet = {
+            cmd: 'publish',
+            topic,
+            payload,
+            qos: opts.qos ?? 0,
+            retain: opts.retain ?? false,
+            dup: false,
+            ...(opts.properties ? { properties: opts.properties } : {}),
+          } as unknown as Parameters<Aedes['publish']>[0];
           // Delivery goes through each subscriber's deliverQoS → authorizeForward.
           aedes.publish(packet, (err?: Error | null) => (err ? reject(err) : resolve()));
         }),
@@ -540,11 +573,11 @@ class GatewayBroker implements Broker {
         const aedes = this.aedes;
         if (!aedes || this.stopping) throw new Error('broker is not running');
         const explicitSys = filter.startsWith('$');
-        const listener = (packet: { topic: string; payload: Buffer | string }, cb: () => void) => {
+        const listener = (packet: { topic: string; payload: Buffer | string; properties?: DataPlaneProperties }, cb: () => void) => {
           // `#` and `+` never match $ topics (MQTT 3.1.1 §4.7.2), as for clients.
           if (explicitSys || !packet.topic.startsWith('$')) {
             try {
-              handler(packet.topic, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
+              handler(packet.topic, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload), packet.properties);
             } catch (err) {
               this.log.error('data plane handler failed', { filter, topic: packet.topic, error: (err as Error).message });
             }
@@ -786,11 +819,13 @@ class GatewayBroker implements Broker {
     // Fast path (see ClientState.subscriptionsTrusted). Only once the session is established:
     // while connecting, Aedes replays the offline queue, whose messages may have been queued
     // for subscriptions that are no longer granted.
-    if (st.subscriptionsTrusted && client.connected) {
+    const topic = packet.topic;
+    // `$` topics are checked per message: aedes delivers them to `#` subscriptions too, which
+    // MQTT (§4.7.2) and the permission engine do not count as covering them.
+    if (st.subscriptionsTrusted && client.connected && topic.charCodeAt(0) !== 36) {
       this.counters.messagesSent++;
       return packet;
     }
-    const topic = packet.topic;
     let ok = st.readCache.lookup(topic);
     if (ok === undefined) {
       ok = this.allows(st.principal, 'read', topic);
