@@ -3,6 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from './config/index.js';
 import { createLogger } from './log/index.js';
 import { createDaemon } from './daemon.js';
+import { isStorageFailure } from './store/index.js';
 import { wireGateway } from './wiring.js';
 
 /** Reads the configuration, wires the parts, starts them and stops them on SIGTERM/SIGINT. */
@@ -43,6 +44,13 @@ export async function main(): Promise<void> {
       },
     );
   };
+  // lmdb-js leaves the cause of a failed commit in a promise nobody awaits: a full disk must not
+  // end the daemon (writes answer 507, everything else goes on). Anything else unhandled is a bug.
+  process.on('unhandledRejection', (reason) => {
+    if (isStorageFailure(reason)) return gateway.services.store.noteWriteFailure(reason);
+    log.error('unhandled rejection; exiting', { error: reason instanceof Error ? { message: reason.message, stack: reason.stack } : String(reason) });
+    process.exit(1);
+  });
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 

@@ -1,9 +1,9 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GatewayConfig } from './config/index.js';
 import type { Logger } from './log/index.js';
 import type { Part } from './daemon.js';
-import { openStore, type Store } from './store/index.js';
+import { openStore, STORE_FILE, type Store } from './store/index.js';
 import { createAccessEvents } from './auth/access-events.js';
 import { createPasswordHasher } from './auth/passwords.js';
 import { createTokenService } from './auth/token-service.js';
@@ -40,6 +40,9 @@ import { idpRoutes } from './http/routes/idp-routes.js';
 import { createMappingService } from './mapping/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
 import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.js';
+import { createHealth } from './health/health.js';
+import { createMetrics } from './metrics/metrics.js';
+import { metricsRoute } from './metrics/metrics-route.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -96,6 +99,37 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
   });
 
+  const health = createHealth({
+    store,
+    brokerReady: () => !config.mqtt.enabled || (broker !== undefined && brokerPorts.mqtt > 0),
+    maintenanceRunning: () => maintenance.status().running,
+    dataDir: config.dataDir,
+    minFreeDiskBytes: config.health.minFreeDiskBytes,
+  });
+  const metrics = createMetrics({
+    broker: () => broker?.stats(),
+    mapping: () => mapping.stats(),
+    permissions: () => engine.decisionCounts(),
+    logins: () => auth.loginCounts(),
+    storeBytes: () => {
+      try {
+        return statSync(join(config.dataDir, 'db', STORE_FILE)).size;
+      } catch {
+        return undefined;
+      }
+    },
+    storeWritable: () => store.writeHealth().writable,
+    freeDiskBytes: () => health.freeDiskBytes(),
+    lastBackupEnd: () => {
+      const backup = maintenance.status().backup;
+      return backup?.succeeded ? backup.endDate : undefined;
+    },
+  });
+  store.onWriteHealthChange((h) => {
+    if (h.writable) log.info('the store writes again');
+    else log.error('the store cannot write: writes answer 507 until space is freed', { reason: h.reason });
+  });
+
   const app = createHttpApp({
     log,
     bodyLimitBytes: config.http.bodyLimitBytes,
@@ -107,6 +141,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
+    probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
+    observe: (o) => metrics.observeHttp(o),
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
     routes: [
       sessionRoutes({ auth, users, engine }),

@@ -58,6 +58,8 @@ export function createAuthService(deps: {
   ldap?: Pick<LdapService, 'enabled' | 'login'>;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;
+  /** For /metrics: password checks by outcome (every path: REST, Basic, MQTT, OPC UA, LDAP). */
+  const loginCounts = { succeeded: 0, failed: 0 };
   const verified = createVerifiedPasswordCache({ ttlMs: config.verifiedPasswordCacheSeconds * 1000, maxEntries: 10_000 });
   deps.events.on((change) => {
     if (change.kind !== 'permissions') verified.forget(change.userId);
@@ -77,6 +79,7 @@ export function createAuthService(deps: {
         const synced = await checkDirectoryPassword(username, password, via, user);
         if (!synced) return refuse(attempt, username, via, source, 'ldap');
         attempt.succeeded();
+        loginCounts.succeeded++;
         return synced;
       }
       const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
@@ -86,6 +89,7 @@ export function createAuthService(deps: {
       const ok = cached || ((await hasher.verify(hash, password)) && passwordAllowed);
       if (!ok || !user) return refuse(attempt, username, via, source);
       attempt.succeeded();
+      loginCounts.succeeded++;
       verified.remember(user.id, hash, password);
       return user;
     } finally {
@@ -96,6 +100,7 @@ export function createAuthService(deps: {
 
   function refuse(attempt: Attempt, username: string, via: string, source: string | undefined, identityProvider?: 'ldap'): never {
     attempt.failed();
+    loginCounts.failed++;
     log.audit('login failed', { username, via, ...(source ? { source } : {}), ...(identityProvider ? { identityProvider } : {}) });
     throw new UnauthorizedError(LOGIN_FAILED);
   }
@@ -161,6 +166,7 @@ export function createAuthService(deps: {
   }
 
   return {
+    loginCounts: () => ({ ...loginCounts }),
     checkPassword,
     authenticateSecret,
     issueSession,

@@ -16,12 +16,13 @@ export const ADMIN_ROLE_NAME = 'admin';
 
 /**
  * What the administrator role holds: everything the daemon guards. `#` does not match
- * `$`-topics, so the broker's statistics are granted by name.
+ * `$`-topics and `/api/#` not /metrics, so these are granted by name.
  */
 export const ADMIN_PERMISSIONS: PermissionInput[] = [
   { resource: '/api/#', operation: 'readWrite', context: 'http' },
   { resource: '#', operation: 'readWrite', context: 'mqtt' },
   { resource: '$SYS/#', operation: 'read', context: 'mqtt' },
+  { resource: '/metrics', operation: 'read', context: 'http' },
 ];
 
 const alphabets = {

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Store, TokenRecord } from '../store/index.js';
 import { prefixRange } from '../store/index.js';
 import type { AccessEvents } from './access-events.js';
+import { InsufficientStorageError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 
 /** Tokens are opaque: 32 random bytes, base64url. Only their SHA-256 is stored. */
@@ -35,6 +36,14 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
   const fingerprintsOf = (userId: string): string[] =>
     [...store.userTokens.getKeys(prefixRange(userId))].map((k) => String(k[1]));
 
+  /**
+   * Sessions issued while the store could not write (disk full, read-only): kept in memory so
+   * that people and devices can still sign in; they end at the next restart. Bounded.
+   */
+  const unsaved = new Map<string, TokenRecord>();
+  const MAX_UNSAVED = 10_000;
+  const unsavedOf = (userId: string) => [...unsaved.values()].filter((r) => r.userId === userId);
+
   return {
     async issue(userId: string, options: IssueTokenOptions): Promise<{ token: string; record: TokenRecord }> {
       const token = randomBytes(32).toString('base64url');
@@ -47,7 +56,9 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
         scope: options.scope ?? 'full',
         ...(options.label !== undefined ? { label: options.label } : {}),
       };
-      const displaced = await store.transaction(() => {
+      let displaced: string[];
+      try {
+        displaced = await store.transaction(() => {
         // Housekeeping bounded by this user's tokens: expired ones go when a new one comes,
         // and beyond maxTokensPerUser the oldest live ones make room (a script that logs in
         // every minute must not grow the store and every later login without bound).
@@ -64,7 +75,14 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
         store.tokens.put(record.fingerprint, record);
         store.userTokens.put([userId, record.fingerprint], 1);
         return displaced;
-      });
+        });
+      } catch (err) {
+        if (!(err instanceof InsufficientStorageError)) throw err;
+        if (unsaved.size >= MAX_UNSAVED) unsaved.delete(unsaved.keys().next().value!);
+        unsaved.set(record.fingerprint, record);
+        log.warn('session token kept in memory only: the store cannot write', { userId });
+        return { token, record };
+      }
       if (displaced.length) {
         events.emit({ userId, kind: 'revoked', tokenFingerprints: displaced });
         log.audit('tokens revoked', { userId, count: displaced.length, tokens: displaced.map((fp) => fp.slice(0, 12)), reason: 'maxTokensPerUser' });
@@ -75,16 +93,15 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
     /** The live record of a token, or undefined when unknown or expired. O(1). */
     verify(token: string): TokenRecord | undefined {
       if (!looksLikeToken(token)) return undefined;
-      const record = store.tokens.get(tokenFingerprint(token));
+      const fp = tokenFingerprint(token);
+      const record = store.tokens.get(fp) ?? unsaved.get(fp);
       if (!record || Date.parse(record.expiresAt) <= now()) return undefined;
       return record;
     },
 
     list(userId: string): TokenRecord[] {
       const t = now();
-      return fingerprintsOf(userId)
-        .map((fp) => store.tokens.get(fp))
-        .filter((r): r is TokenRecord => !!r && Date.parse(r.expiresAt) > t);
+      return [...fingerprintsOf(userId).map((fp) => store.tokens.get(fp)), ...unsavedOf(userId)].filter((r): r is TokenRecord => !!r && Date.parse(r.expiresAt) > t);
     },
 
     fingerprintsOf,
@@ -92,6 +109,7 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
 
     /** Revokes the given tokens of a user (all when fingerprints is undefined). Returns how many. */
     async revoke(userId: string, fingerprints?: string[]): Promise<number> {
+      for (const r of unsavedOf(userId)) if (!fingerprints || fingerprints.includes(r.fingerprint)) unsaved.delete(r.fingerprint);
       const removed = await store.transaction(() => {
         const own = new Set(fingerprintsOf(userId));
         const targets = fingerprints ? fingerprints.filter((fp) => own.has(fp)) : [...own];

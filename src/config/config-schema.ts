@@ -116,6 +116,12 @@ export const configSchema = obj({
     maxPendingRequests: positiveInt,
     certificateValidityDays: positiveInt,
   }),
+  health: obj({
+    minFreeDiskBytes: nonNegativeInt,
+  }),
+  metrics: obj({
+    anonymous: { type: 'boolean' },
+  }),
   maintenance: obj({
     backupsToKeep: positiveInt,
     uploadLimitBytes: { type: 'integer', minimum: 1024 },
@@ -244,6 +250,10 @@ export interface GatewayConfig {
   };
   registry: { defaultDurationMs: number; maxDurationMs: number; maxPendingRequests: number; certificateValidityDays: number };
   /** ioBytesPerSecond: rate limit of archive writes and restore extraction; 0 = unlimited. */
+  /** GET /health/ready answers 503 when fewer bytes are free on the data directory's filesystem. */
+  health: { minFreeDiskBytes: number };
+  /** GET /metrics needs a read permission on /metrics unless anonymous is true. */
+  metrics: { anonymous: boolean };
   maintenance: { backupsToKeep: number; uploadLimitBytes: number; ioBytesPerSecond: number };
   mapping: {
     enabled: boolean;

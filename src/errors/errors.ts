@@ -73,6 +73,13 @@ export class NotImplementedError extends AppError {
     super(501, 'Not Implemented', message);
   }
 }
+/** The store cannot write (disk full, read-only data directory, map size reached): nothing was changed. */
+export class InsufficientStorageError extends AppError {
+  constructor(message = 'the gateway cannot store data right now (disk full or read-only); nothing was changed') {
+    super(507, 'Insufficient Storage', message);
+  }
+}
+
 export class ServiceUnavailableError extends AppError {
   constructor(message = 'service unavailable') {
     super(503, 'Service Unavailable', message);

@@ -40,6 +40,10 @@ export interface HttpAppOptions {
   gate?: RequestHandler;
   /** The web UI's static files (src/http/web-ui.ts); before the gate: they never touch the store. */
   webUi?: RequestHandler;
+  /** /health, /health/ready and /metrics: outside the API, answered even while a restore swaps the store. */
+  probes?: RequestHandler[];
+  /** Told about every answered request with its OpenAPI route template (metrics). */
+  observe?: (o: { method: string; route: string; status: number; seconds: number }) => void;
 }
 
 export function principalOf(res: Response): Principal {
@@ -77,6 +81,15 @@ export function createHttpApp(options: HttpAppOptions): Express {
     const requestId = randomUUID();
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
+    if (options.observe) {
+      const observe = options.observe;
+      res.on('finish', () => {
+        const path = req.path;
+        // Templates only (bounded labels): the operation, else the part of the gateway.
+        const route = path.startsWith('/api') ? (operations.find(req.method, path)?.split(' ')[1] ?? 'unknown') : path.startsWith('/health') || path === '/metrics' ? path : 'ui';
+        observe({ method: req.method, route, status: res.statusCode, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
+      });
+    }
     if (options.logRequests) {
       res.on('finish', () => {
         const principal = res.locals.principal as Principal | undefined;
@@ -94,6 +107,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     next();
   });
 
+  for (const probe of options.probes ?? []) app.use(probe);
   if (options.webUi) app.use(options.webUi);
   // The document as text (90 KB) rather than a second object graph kept for this one call.
   const specJson = readOpenApiJson();

@@ -26,6 +26,8 @@ export function createPermissionEngine(deps: { store: Store; events: AccessEvent
   const maxCached = deps.maxCachedUsers ?? 10_000;
   const cache = new Map<string, PermissionSet>();
   const empty = new PermissionSet([]);
+  /** For /metrics: decisions asked of the engine and how many were denials. */
+  const counts = { decisions: 0, denials: 0 };
 
   events.on((change) => {
     cache.delete(change.userId);
@@ -69,11 +71,18 @@ export function createPermissionEngine(deps: { store: Store; events: AccessEvent
     grantsOf,
     setOf,
     allows(userId: string, context: PermissionContext, operation: AccessOperation, resource: string): boolean {
-      return setOf(userId).allows(context, operation, context === 'http' ? canonicalHttpPath(resource) : resource);
+      const ok = setOf(userId).allows(context, operation, context === 'http' ? canonicalHttpPath(resource) : resource);
+      counts.decisions++;
+      if (!ok) counts.denials++;
+      return ok;
     },
     coversFilter(userId: string, context: PermissionContext, operation: AccessOperation, filter: string): boolean {
-      return setOf(userId).coversFilter(context, operation, filter);
+      const ok = setOf(userId).coversFilter(context, operation, filter);
+      counts.decisions++;
+      if (!ok) counts.denials++;
+      return ok;
     },
+    decisionCounts: () => ({ ...counts }),
     /** Users holding a role (for invalidation and role pages). */
     membersOf(roleId: string): string[] {
       return [...store.roleMembers.getKeys({ start: [roleId], end: [roleId, '\uffff\uffff'] })].map((k) => String(k[1]));

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
 import type { RoleRecord, TokenRecord, UserRecord } from './records.js';
+import { InsufficientStorageError } from '../errors/errors.js';
 
 /** Bumped when the layout of stored records changes incompatibly; backups carry it. */
 export const STORE_SCHEMA_VERSION = 1;
@@ -60,6 +61,36 @@ export interface Store extends StoreDatabases {
   openDatabase<V = unknown, K extends Key = Key>(name: string, options?: DatabaseOptions): Database<V, K>;
   /** False after close() and while reopen() swaps the files: a write then would crash the process (lmdb-js throws it asynchronously). */
   isOpen(): boolean;
+  /**
+   * Whether the last write reached the disk; after a failure (disk full, read-only data
+   * directory, map size reached) until the next write that succeeds. Reads are unaffected.
+   */
+  writeHealth(): StoreWriteHealth;
+  /** Called when writes start failing and when they work again (the log says so once each time). */
+  onWriteHealthChange(listener: (health: StoreWriteHealth) => void): void;
+  /** Records a failed commit seen outside store.transaction (a part writing to its own database). */
+  noteWriteFailure(err: unknown): void;
+}
+
+export interface StoreWriteHealth {
+  writable: boolean;
+  /** Why the last write failed (no path, no data), while not writable. */
+  reason?: string;
+  /** Since when (epoch ms), while not writable. */
+  since?: number;
+}
+
+/**
+ * A commit that failed because of the storage: lmdb-js rejects the writes of a failed batch
+ * with "Commit failed" and a `commitError` promise that rejects with the cause (ENOSPC, EROFS,
+ * MDB_MAP_FULL...). Everything else is a bug, not a storage condition.
+ */
+export function isStorageFailure(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  if ('commitError' in err) return true;
+  const e = err as { code?: unknown; message?: unknown };
+  const text = `${String(e.code ?? '')} ${String(e.message ?? '')}`;
+  return /ENOSPC|EROFS|EDQUOT|No space left|Read-only file system|MDB_MAP_FULL|MDB_TXN_FULL|Commit failed/i.test(text);
 }
 
 export const STORE_FILE = 'data.mdb';
@@ -107,12 +138,45 @@ export function openStore(options: OpenStoreOptions): Store {
   let { root, dbs } = openRoot(options.dir);
   let opened = true;
   const reopenListeners: (() => void)[] = [];
+  let health: StoreWriteHealth = { writable: true };
+  const writeFailureListeners: ((health: StoreWriteHealth) => void)[] = [];
+
+  function noteWriteFailure(err: unknown): void {
+    // Handle lmdb-js's commitError promise, which nobody else awaits (an unhandled rejection
+    // would end the process); its reason is the cause to report.
+    const commitError = (err as { commitError?: Promise<unknown> } | null)?.commitError;
+    if (commitError) commitError.catch((cause: unknown) => noteCause(cause));
+    else noteCause(err);
+  }
+  function noteCause(cause: unknown): void {
+    const reason = cause instanceof Error ? cause.message.replace(/\/[^\s:]+/g, '<path>') : String(cause);
+    if (health.writable) {
+      health = { writable: false, reason, since: Date.now() };
+      for (const l of writeFailureListeners) l(health);
+    }
+  }
+  function noteWriteSuccess(): void {
+    if (!health.writable) {
+      health = { writable: true };
+      for (const l of writeFailureListeners) l(health);
+    }
+  }
   const store: Store = {
     ...dbs,
     dir: options.dir,
     // childTransaction, not transaction: lmdb's plain transaction keeps the writes made
     // before a throw; a child transaction rolls them back.
-    transaction: <T>(fn: () => T) => root.childTransaction(fn) as Promise<T>,
+    transaction: async <T>(fn: () => T): Promise<T> => {
+      try {
+        const result = (await root.childTransaction(fn)) as T;
+        noteWriteSuccess();
+        return result;
+      } catch (err) {
+        if (!isStorageFailure(err)) throw err;
+        noteWriteFailure(err);
+        throw new InsufficientStorageError();
+      }
+    },
     backup: async (dir: string) => {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       // Compacting: smaller, and freed pages (old hashes of deleted tokens) stay behind.
@@ -138,6 +202,9 @@ export function openStore(options: OpenStoreOptions): Store {
     onReopen: (listener) => void reopenListeners.push(listener),
     openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
     isOpen: () => opened,
+    writeHealth: () => health,
+    noteWriteFailure,
+    onWriteHealthChange: (listener: (health: StoreWriteHealth) => void) => void writeFailureListeners.push(listener),
   };
   return store;
 }

@@ -1,0 +1,72 @@
+// Liveness and readiness for watchdogs, Docker's HEALTHCHECK and orchestrators. Anonymous and
+// minimal: a probe learns whether the gateway can do its work, never why in detail (no paths,
+// sizes or names).
+import { statfs } from 'node:fs/promises';
+import { Router } from 'express';
+import type { Store } from '../store/index.js';
+
+export type ReadinessCheckName = 'store' | 'broker' | 'disk' | 'maintenance';
+
+export interface Readiness {
+  ready: boolean;
+  checks: Record<ReadinessCheckName, 'ok' | 'failing'>;
+}
+
+export interface HealthDeps {
+  store: Store;
+  /** True when the broker is off by configuration or listening. */
+  brokerReady: () => boolean;
+  /** A backup or restore holds the maintenance lock. */
+  maintenanceRunning: () => boolean;
+  dataDir: string;
+  minFreeDiskBytes: number;
+}
+
+export interface Health {
+  /** Bytes available to gatewayd on the data directory's filesystem (undefined: unknown). */
+  freeDiskBytes(): Promise<number | undefined>;
+  readiness(): Promise<Readiness>;
+  /** GET /health (the process answers) and GET /health/ready (200 or 503). */
+  routes(): Router;
+}
+
+export function createHealth(deps: HealthDeps): Health {
+  async function freeDiskBytes(): Promise<number | undefined> {
+    try {
+      const s = await statfs(deps.dataDir);
+      return s.bavail * s.bsize;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function readiness(): Promise<Readiness> {
+    const free = await freeDiskBytes();
+    const flags: Record<ReadinessCheckName, boolean> = {
+      store: deps.store.isOpen() && deps.store.writeHealth().writable,
+      broker: deps.brokerReady(),
+      disk: free === undefined || free >= deps.minFreeDiskBytes,
+      maintenance: !deps.maintenanceRunning(),
+    };
+    const checks = Object.fromEntries(Object.entries(flags).map(([k, ok]) => [k, ok ? 'ok' : 'failing'])) as Readiness['checks'];
+    return { ready: Object.values(flags).every(Boolean), checks };
+  }
+
+  return {
+    freeDiskBytes,
+    readiness,
+    routes() {
+      const router = Router({ caseSensitive: true, strict: true });
+      router.get('/health', (_req, res) => {
+        res.setHeader('Cache-Control', 'no-store');
+        res.json({ status: 'ok' });
+      });
+      router.get('/health/ready', async (_req, res) => {
+        const r = await readiness();
+        res.setHeader('Cache-Control', 'no-store');
+        res.status(r.ready ? 200 : 503).json({ status: r.ready ? 'ready' : 'not ready', checks: r.checks });
+      });
+      return router;
+    },
+  };
+}

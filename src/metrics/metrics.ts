@@ -1,0 +1,203 @@
+// GET /metrics in the Prometheus text format. One set of counters feeds it, $SYS/broker/... and
+// the web UI (DESIGN §13): the broker's BrokerStats, the mapping runtime's stats, the engine's and
+// the auth service's counters. Values are read when scraped, so nothing here costs per message.
+// prom-client (default process metrics: CPU, RSS, heap, event-loop lag) is loaded by the first
+// scrape; HTTP requests are counted before that in a small table of our own, rendered with it.
+import type { Registry } from 'prom-client';
+
+export interface HttpObservation {
+  method: string;
+  /** The OpenAPI route template ("/api/users/{id}"), never the concrete path (bounded labels). */
+  route: string;
+  status: number;
+  seconds: number;
+}
+
+/** What the broker reports (BrokerStats); optional fields light up when present. */
+export interface BrokerMetricsSource {
+  clients: number;
+  connectsAccepted: number;
+  connectsRefused: number;
+  publishesRefused: number;
+  subscriptionsRefused: number;
+  queueDrops: number;
+  messagesReceived?: number;
+  messagesSent?: number;
+  bytesReceived?: number;
+  bytesSent?: number;
+  connectsRefusedByReason?: Record<string, number>;
+  persistence?: { sessions: number; subscriptions: number; queuedMessages: number; retainedMessages: number; retainedBytes: number };
+}
+
+export interface MappingMetricsSource {
+  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number }[];
+}
+
+export interface MetricsSources {
+  broker: () => BrokerMetricsSource | undefined;
+  mapping: () => MappingMetricsSource;
+  permissions: () => { decisions: number; denials: number };
+  logins: () => { succeeded: number; failed: number };
+  storeBytes: () => number | undefined;
+  storeWritable: () => boolean;
+  freeDiskBytes: () => Promise<number | undefined>;
+  /** End of the last successful backup (ISO), if any. */
+  lastBackupEnd: () => string | undefined;
+}
+
+export interface Metrics {
+  observeHttp(o: HttpObservation): void;
+  /** The exposition text and its content type. */
+  render(): Promise<{ contentType: string; body: string }>;
+}
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const MAX_HTTP_SERIES = 2000;
+
+interface HttpSeries {
+  labels: string;
+  count: number;
+  sum: number;
+  buckets: number[];
+}
+
+const escapeLabel = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+export function createMetrics(sources: MetricsSources): Metrics {
+  const http = new Map<string, HttpSeries>();
+  let registry: Promise<Registry> | undefined;
+
+  function httpText(): string {
+    const lines = [
+      '# HELP gatewayd_http_requests_total HTTP requests by route, method and status.',
+      '# TYPE gatewayd_http_requests_total counter',
+    ];
+    for (const s of http.values()) lines.push(`gatewayd_http_requests_total{${s.labels}} ${s.count}`);
+    lines.push('# HELP gatewayd_http_request_duration_seconds HTTP request latency by route, method and status.', '# TYPE gatewayd_http_request_duration_seconds histogram');
+    for (const s of http.values()) {
+      BUCKETS.forEach((le, i) => lines.push(`gatewayd_http_request_duration_seconds_bucket{${s.labels},le="${le}"} ${s.buckets[i]}`));
+      lines.push(`gatewayd_http_request_duration_seconds_bucket{${s.labels},le="+Inf"} ${s.count}`);
+      lines.push(`gatewayd_http_request_duration_seconds_sum{${s.labels}} ${s.sum}`);
+      lines.push(`gatewayd_http_request_duration_seconds_count{${s.labels}} ${s.count}`);
+    }
+    return lines.join('\n') + '\n';
+  }
+
+  async function buildRegistry(): Promise<Registry> {
+    const client = await import('prom-client');
+    const reg = new client.Registry();
+    client.collectDefaultMetrics({ register: reg, prefix: 'gatewayd_' });
+    type Set = (value: number, labels?: Record<string, string>) => void;
+    /** A metric whose values are read from the sources at each scrape. */
+    const metric = (kind: 'gauge' | 'counter', name: string, help: string, labelNames: string[], read: (set: Set) => void | Promise<void>) => {
+      if (kind === 'gauge') {
+        new client.Gauge({
+          name,
+          help,
+          labelNames,
+          registers: [reg],
+          async collect() {
+            this.reset();
+            await read((v, l) => (l ? this.set(l, v) : this.set(v)));
+          },
+        });
+      } else {
+        // Cumulative values kept elsewhere: reset, then add the current total.
+        new client.Counter({
+          name,
+          help,
+          labelNames,
+          registers: [reg],
+          async collect() {
+            this.reset();
+            await read((v, l) => (l ? this.inc(l, v) : this.inc(v)));
+          },
+        });
+      }
+    };
+    const broker = () => sources.broker();
+    metric('gauge', 'gatewayd_mqtt_clients_connected', 'MQTT clients connected.', [], (set) => set(broker()?.clients ?? 0));
+    metric('counter', 'gatewayd_mqtt_connects_total', 'MQTT CONNECTs accepted.', [], (set) => set(broker()?.connectsAccepted ?? 0));
+    metric('counter', 'gatewayd_mqtt_connects_refused_total', 'MQTT CONNECTs refused, by reason.', ['reason'], (set) => {
+      const b = broker();
+      const byReason = b?.connectsRefusedByReason;
+      if (byReason) for (const [reason, n] of Object.entries(byReason)) set(n, { reason });
+      else if (b) set(b.connectsRefused, { reason: 'any' });
+    });
+    metric('counter', 'gatewayd_mqtt_messages_total', 'MQTT messages received from and sent to clients.', ['direction'], (set) => {
+      const b = broker();
+      if (b?.messagesReceived !== undefined) set(b.messagesReceived, { direction: 'received' });
+      if (b?.messagesSent !== undefined) set(b.messagesSent, { direction: 'sent' });
+    });
+    metric('counter', 'gatewayd_mqtt_bytes_total', 'MQTT bytes received and sent.', ['direction'], (set) => {
+      const b = broker();
+      if (b?.bytesReceived !== undefined) set(b.bytesReceived, { direction: 'received' });
+      if (b?.bytesSent !== undefined) set(b.bytesSent, { direction: 'sent' });
+    });
+    metric('counter', 'gatewayd_mqtt_messages_dropped_total', 'MQTT messages dropped: full session queues.', [], (set) => set(broker()?.queueDrops ?? 0));
+    metric('counter', 'gatewayd_mqtt_refused_total', 'MQTT publishes and subscriptions refused.', ['kind'], (set) => {
+      const b = broker();
+      if (!b) return;
+      set(b.publishesRefused, { kind: 'publish' });
+      set(b.subscriptionsRefused, { kind: 'subscribe' });
+    });
+    metric('gauge', 'gatewayd_mqtt_queued_messages', 'QoS 1/2 messages queued for persistent sessions.', [], (set) => set(broker()?.persistence?.queuedMessages ?? 0));
+    metric('gauge', 'gatewayd_mqtt_retained_messages', 'Retained messages stored.', [], (set) => set(broker()?.persistence?.retainedMessages ?? 0));
+    metric('gauge', 'gatewayd_mqtt_sessions', 'Persistent MQTT sessions stored.', [], (set) => set(broker()?.persistence?.sessions ?? 0));
+    metric('counter', 'gatewayd_permission_decisions_total', 'Permission decisions and denials.', ['result'], (set) => {
+      const p = sources.permissions();
+      set(p.decisions - p.denials, { result: 'allowed' });
+      set(p.denials, { result: 'denied' });
+    });
+    metric('counter', 'gatewayd_logins_total', 'Password checks by outcome.', ['result'], (set) => {
+      const l = sources.logins();
+      set(l.succeeded, { result: 'succeeded' });
+      set(l.failed, { result: 'failed' });
+    });
+    metric('gauge', 'gatewayd_mapping_connection_up', 'Mapping connections: 1 when connected.', ['connection', 'service', 'protocol'], (set) => {
+      for (const c of sources.mapping().connections) set(c.state === 'connected' ? 1 : 0, { connection: c.id, service: c.serviceId, protocol: c.protocol });
+    });
+    metric('counter', 'gatewayd_mapping_messages_total', 'Mapping reads, writes, failures and published messages per connection.', ['connection', 'kind'], (set) => {
+      for (const c of sources.mapping().connections) {
+        set(c.reads, { connection: c.id, kind: 'read' });
+        set(c.writes, { connection: c.id, kind: 'write' });
+        set(c.failures, { connection: c.id, kind: 'failure' });
+        set(c.published, { connection: c.id, kind: 'published' });
+      }
+    });
+    metric('gauge', 'gatewayd_store_bytes', 'Size of the store file.', [], (set) => {
+      const n = sources.storeBytes();
+      if (n !== undefined) set(n);
+    });
+    metric('gauge', 'gatewayd_store_writable', '1 while the store can write.', [], (set) => set(sources.storeWritable() ? 1 : 0));
+    metric('gauge', 'gatewayd_disk_free_bytes', 'Free bytes on the data directory filesystem.', [], async (set) => {
+      const n = await sources.freeDiskBytes();
+      if (n !== undefined) set(n);
+    });
+    metric('gauge', 'gatewayd_last_backup_age_seconds', 'Seconds since the last successful backup ended (absent: none).', [], (set) => {
+      const end = sources.lastBackupEnd();
+      if (end) set(Math.max(0, (Date.now() - Date.parse(end)) / 1000));
+    });
+    return reg;
+  }
+
+  return {
+    observeHttp(o) {
+      const key = `${o.method} ${o.route} ${o.status}`;
+      let s = http.get(key);
+      if (!s) {
+        if (http.size >= MAX_HTTP_SERIES) return;
+        s = { labels: `route="${escapeLabel(o.route)}",method="${escapeLabel(o.method)}",status="${o.status}"`, count: 0, sum: 0, buckets: BUCKETS.map(() => 0) };
+        http.set(key, s);
+      }
+      s.count++;
+      s.sum += o.seconds;
+      for (let i = 0; i < BUCKETS.length; i++) if (o.seconds <= BUCKETS[i]!) s.buckets[i]!++;
+    },
+    async render() {
+      registry ??= buildRegistry();
+      const reg = await registry;
+      return { contentType: reg.contentType, body: (await reg.metrics()) + httpText() };
+    },
+  };
+}
