@@ -110,7 +110,8 @@ async function runBrokerWorker(kind: BrokerKind): Promise<void> {
     listenPort = (await gatewayd.start()).port;
     stop = async () => {
       await gatewayd.stop();
-      return { ...gatewayd.stats() };
+      // The numeric counters (the refusal table and the persistence block are not numbers).
+      return Object.fromEntries(Object.entries(gatewayd.stats()).filter((e): e is [string, number] => typeof e[1] === 'number'));
     };
   } else {
     // Bare Aedes: default hooks, same Aedes options and the same TCP listener setup.

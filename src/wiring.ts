@@ -9,7 +9,7 @@ import { createPasswordHasher } from './auth/passwords.js';
 import { createTokenService } from './auth/token-service.js';
 import { createLoginThrottle } from './auth/login-throttle.js';
 import { createAuthService } from './auth/auth-service.js';
-import { bootstrapAdmin, rememberAdminRole } from './auth/bootstrap-admin.js';
+import { bootstrapAdmin, migrateAdminRole } from './auth/bootstrap-admin.js';
 import { createMqttAccess } from './auth/create-mqtt-access.js';
 import { createGrantGuard } from './permissions/grant-guard.js';
 import { createPermissionEngine } from './permissions/permission-engine.js';
@@ -28,6 +28,7 @@ import { roleRoutes } from './http/routes/role-routes.js';
 import { configRoutes } from './http/routes/config-routes.js';
 import { brokerRoutes } from './http/routes/broker-routes.js';
 import { createBroker, type Broker } from './mqtt/index.js';
+import { gatewaydVersion } from './version.js';
 import { createMaintenanceService } from './maintenance/maintenance-service.js';
 import { recoverMaintenanceFiles } from './maintenance/recovery.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
@@ -133,7 +134,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
           // A restored store brings its own trusted certificates.
           broker?.refreshTls();
           // A backup from before the administrator role's id was recorded.
-          rememberAdminRole(store).catch((err: unknown) => log.error('recording the administrator role failed', { error: String(err) }));
+          migrateAdminRole({ store, roles }).catch((err: unknown) => log.error('bringing the administrator role up to date failed', { error: String(err) }));
         });
       },
       stop: async () => {
@@ -168,6 +169,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
                 log: log.child({ part: 'mqtt' }),
                 access: mqttAccess,
                 tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => trusted.pems() },
+                store,
+                version: gatewaydVersion(),
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };

@@ -104,10 +104,23 @@ describe('mqtt broker', function () {
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { clientId: 'c'.repeat(128) }))).to.equal(0);
     });
 
-    it('refuses a keepalive above maxKeepaliveSeconds, or 0, with CONNACK 2', async function () {
+    it('accepts keepalive 0 (as MQTT allows); refuses an MQTT 3.1.1 keepalive above maxKeepaliveSeconds with CONNACK 2; tells an MQTT 5 client the server keep alive', async function () {
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 3601 }))).to.equal(2);
-      expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(2);
+      expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(0);
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 3600 }))).to.equal(0);
+      const v5 = await connect(tb.port, login('writer', 'writer-pw', { keepalive: 7200, protocolVersion: 5 }));
+      const props = (v5 as unknown as { connackPacket?: { properties?: Record<string, unknown> } }).connackPacket?.properties ?? {};
+      expect(props.serverKeepAlive).to.equal(3600);
+    });
+
+    it('refuses keepalive 0 with CONNACK 2 when mqtt.allowKeepaliveZero is false', async function () {
+      const strict = await startBroker(access, certs, { allowKeepaliveZero: false });
+      try {
+        expect(await connackCode(strict.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(2);
+        expect(await connackCode(strict.port, login('writer', 'writer-pw', { keepalive: 60 }))).to.equal(0);
+      } finally {
+        await strict.stop();
+      }
     });
 
     it('lets a new connection of the same user take over a client id (MQTT-3.1.4-2)', async function () {
@@ -333,7 +346,7 @@ describe('mqtt broker', function () {
       }
     });
 
-    it('mosquitto_pub is refused: bad password (4), not authorized (5), anonymous (4), MQTT 5 (1)', async function () {
+    it('mosquitto_pub is refused: bad password (4), not authorized (5), anonymous (4); the same as MQTT 5 reason codes', async function () {
       const base = ['-h', '127.0.0.1', '-p', String(tb.port), '-t', 'data/x', '-m', 'x'];
       const bad = await runCli('mosquitto_pub', [...base, '-u', 'writer', '-P', 'wrong']);
       expect(bad.code).to.not.equal(0);
@@ -344,9 +357,21 @@ describe('mqtt broker', function () {
       const anon = await runCli('mosquitto_pub', base);
       expect(anon.code).to.not.equal(0);
       expect(anon.stderr).to.match(/bad user name or password/i);
-      const v5 = await runCli('mosquitto_pub', [...base, '-V', 'mqttv5', '-u', 'writer', '-P', 'writer-pw'], 5000);
-      expect(v5.code).to.not.equal(0);
-      expect(v5.stderr).to.match(/protocol version/i);
+      const v5 = ['-V', 'mqttv5'];
+      const v5bad = await runCli('mosquitto_pub', [...base, ...v5, '-u', 'writer', '-P', 'wrong'], 5000);
+      expect(v5bad.code).to.not.equal(0);
+      expect(v5bad.stderr).to.match(/bad user name or password/i);
+      const v5forbidden = await runCli('mosquitto_pub', [...base, ...v5, '-u', 'forbidden', '-P', 'forbidden-pw'], 5000);
+      expect(v5forbidden.code).to.not.equal(0);
+      expect(v5forbidden.stderr).to.match(/not authori[sz]ed/i);
+      const v5ok = await runCli('mosquitto_pub', [...base, ...v5, '-u', 'writer', '-P', 'writer-pw', '-q', '1'], 5000);
+      expect(v5ok.code, v5ok.stderr).to.equal(0);
+    });
+
+    it('mosquitto_sub -V mqttv5 gets 0x87 (not authorized) for a forbidden filter, mqttv311 0x80', async function () {
+      const v5 = await startMosquittoSub(['-h', '127.0.0.1', '-p', String(tb.port), '-V', 'mqttv5', '-u', 'wild', '-P', 'wild-pw', '-t', 'a/#', '-t', 'a/+/c']);
+      v5.kill();
+      expect((await v5.result).stdout).to.match(/Subscribed \(mid: \d+\): 135, 0/);
     });
 
     it('mosquitto_sub gets 0x80 for a forbidden filter', async function () {

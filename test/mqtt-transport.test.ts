@@ -14,6 +14,7 @@ import {
   connectWithInbox,
   endAllClients,
   makeCerts,
+  mqttConfig,
   runCli,
   startBroker,
   subscribe,
@@ -129,11 +130,42 @@ describe('mqtt broker transports and limits', function () {
   });
 
   describe('protocol versions and limits', function () {
-    it('refuses an MQTT 5 CONNECT promptly with "unacceptable protocol version" (1)', async function () {
+    it('speaks MQTT 5: CONNACK 0 announcing the configured limits, 0x86 / 0x87 refusals', async function () {
       tb = await startBroker(access, certs);
-      const started = Date.now();
-      expect(await connackCode(tb.port, login('writer', 'writer-pw', { protocolVersion: 5 }))).to.equal(1);
-      expect(Date.now() - started).to.be.below(1000);
+      const c = await connect(tb.port, login('writer', 'writer-pw', { protocolVersion: 5 }));
+      const props = (c as unknown as { connackPacket?: { properties?: Record<string, unknown> } }).connackPacket?.properties ?? {};
+      const cfg = mqttConfig();
+      expect(props).to.include({ receiveMaximum: cfg.maxInflightMessages, maximumPacketSize: cfg.maxPacketSizeBytes, topicAliasMaximum: cfg.topicAliasMaximum });
+      expect(await connackCode(tb.port, login('writer', 'wrong', { protocolVersion: 5 }))).to.equal(0x86);
+      expect(await connackCode(tb.port, login('nobody', 'x', { protocolVersion: 5 }))).to.equal(0x86);
+    });
+
+    it('MQTT 5: a forbidden QoS 1 publish gets PUBACK 0x87 and the client stays connected; MQTT 3.1.1 is disconnected', async function () {
+      tb = await startBroker(access, certs);
+      const v5 = await connect(tb.port, login('writer', 'writer-pw', { protocolVersion: 5 }));
+      const refused = await v5.publishAsync('elsewhere/x', 'no', { qos: 1 }).then(
+        () => undefined,
+        (err: { code?: number }) => err,
+      );
+      expect(refused?.code).to.equal(0x87);
+      expect(v5.connected).to.equal(true);
+      await v5.publishAsync('data/ok', 'yes', { qos: 1 });
+      const v4 = await connect(tb.port, login('writer', 'writer-pw'));
+      const gone = closed(v4, 2000);
+      v4.publish('elsewhere/x', 'no', { qos: 1 });
+      await gone;
+    });
+
+    it('refuses an unknown protocol version with return code 1, logs and counts it', async function () {
+      tb = await startBroker(access, certs);
+      const socket = net.connect(tb.port, '127.0.0.1');
+      await once(socket, 'connect');
+      // CONNECT, protocol name MQTT, level 7, clean session, keepalive 60, client id "v7".
+      socket.write(Buffer.from([0x10, 0x0e, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x07, 0x02, 0x00, 0x3c, 0x00, 0x02, 0x76, 0x37]));
+      const [reply] = (await withTimeout(once(socket, 'data'), 2000, 'no CONNACK')) as [Buffer];
+      expect([...reply.subarray(0, 4)]).to.deep.equal([0x20, 0x02, 0x00, 0x01]);
+      socket.destroy();
+      expect(tb.broker.stats().connectsRefusedByReason.unsupported_version).to.equal(1);
       expect(access.authCalls).to.equal(0);
     });
 

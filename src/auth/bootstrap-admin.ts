@@ -4,7 +4,7 @@ import type { GatewayConfig } from '../config/index.js';
 import { ConfigError } from '../config/index.js';
 import { AppError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
-import type { RoleService } from '../roles/role-service.js';
+import { permissionKey, type PermissionInput, type RoleService } from '../roles/role-service.js';
 import { ADMIN_ROLE_ID_KEY } from '../permissions/grant-guard.js';
 import type { Store } from '../store/index.js';
 import { writeFileAtomic } from '../store/write-file-atomic.js';
@@ -13,6 +13,16 @@ import { checkPasswordPolicy } from './policy.js';
 
 export const INITIAL_ADMIN_PASSWORD_FILE = 'initial-admin-password';
 export const ADMIN_ROLE_NAME = 'admin';
+
+/**
+ * What the administrator role holds: everything the daemon guards. `#` does not match
+ * `$`-topics, so the broker's statistics are granted by name.
+ */
+export const ADMIN_PERMISSIONS: PermissionInput[] = [
+  { resource: '/api/#', operation: 'readWrite', context: 'http' },
+  { resource: '#', operation: 'readWrite', context: 'mqtt' },
+  { resource: '$SYS/#', operation: 'read', context: 'mqtt' },
+];
 
 const alphabets = {
   lower: 'abcdefghijkmnopqrstuvwxyz',
@@ -51,7 +61,7 @@ export async function bootstrapAdmin(deps: {
 }): Promise<void> {
   const { store, users, roles, config, log } = deps;
   if (store.meta.get('bootstrapped')) {
-    await rememberAdminRole(store);
+    await migrateAdminRole({ store, roles });
     return;
   }
   const given = config.auth.adminPassword;
@@ -69,10 +79,7 @@ export async function bootstrapAdmin(deps: {
     (await roles.create({
       name: ADMIN_ROLE_NAME,
       isShared: true,
-      permissions: [
-        { resource: '/api/#', operation: 'readWrite', context: 'http' },
-        { resource: '#', operation: 'readWrite', context: 'mqtt' },
-      ],
+      permissions: ADMIN_PERMISSIONS,
     }));
   if (!users.findByUsername('admin')) {
     if (!given) {
@@ -94,4 +101,18 @@ export async function rememberAdminRole(store: Store): Promise<void> {
   if (store.meta.get(ADMIN_ROLE_ID_KEY)) return;
   const id = store.roleNames.get(ADMIN_ROLE_NAME) as string | undefined;
   if (id) await store.meta.put(ADMIN_ROLE_ID_KEY, id);
+}
+
+/**
+ * Brings the administrator role of an older store (or a restored backup) up to what it holds
+ * today: its id recorded, and every permission of ADMIN_PERMISSIONS it lacks added.
+ */
+export async function migrateAdminRole(deps: { store: Store; roles: RoleService }): Promise<void> {
+  const { store, roles } = deps;
+  await rememberAdminRole(store);
+  const id = store.meta.get(ADMIN_ROLE_ID_KEY) as string | undefined;
+  const role = id ? store.roles.get(id) : undefined;
+  if (!role) return;
+  const held = new Set(role.permissions.map(permissionKey));
+  for (const p of ADMIN_PERMISSIONS) if (!held.has(permissionKey(p))) await roles.addPermission(role.id, p);
 }

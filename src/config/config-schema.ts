@@ -41,6 +41,9 @@ export const configSchema = obj({
     maxQueuedMessages: positiveInt,
     drainTimeoutMs: { type: 'integer', minimum: 100 },
     maxKeepaliveSeconds: { type: 'integer', minimum: 0, maximum: 65535 },
+    allowKeepaliveZero: { type: 'boolean' },
+    topicAliasMaximum: { type: 'integer', minimum: 0, maximum: 65535 },
+    sysIntervalSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
     connectTimeoutMs: { type: 'integer', minimum: 100 },
     maxPublishesPerSecond: positiveInt,
     maxConcurrentAuth: positiveInt,
@@ -158,6 +161,12 @@ export interface GatewayConfig {
     /** How long a subscriber's socket may stay full before it is disconnected (slow consumer). */
     drainTimeoutMs: number;
     maxKeepaliveSeconds: number;
+    /** Keepalive 0 ("never time out", allowed by MQTT) is accepted unless this is false. */
+    allowKeepaliveZero: boolean;
+    /** Inbound topic aliases an MQTT 5 client may use (0: none), announced in the CONNACK. */
+    topicAliasMaximum: number;
+    /** Period of the $SYS/broker/... statistics (0: not published). */
+    sysIntervalSeconds: number;
     connectTimeoutMs: number;
     maxPublishesPerSecond: number;
     maxConcurrentAuth: number;

@@ -1,4 +1,4 @@
-// The embedded MQTT broker: Aedes 1.x on TCP, TLS and WebSocket, with every authentication and
+// The embedded MQTT broker: Aedes 2 (MQTT 3.1, 3.1.1 and 5) on TCP, TLS and WebSocket, with every authentication and
 // authorization decision delegated to one MqttAccess (the permission engine shared with REST).
 //
 // Decisions (also in src/mqtt/README.md):
@@ -7,16 +7,18 @@
 //   is refused (disconnect), every subscription gets 0x80, nothing is forwarded to it. The access
 //   port is never asked about it.
 // - Keepalive: MQTT 3.1.1 cannot tell a client to use a shorter keepalive, so clamping would make
-//   the broker drop well-behaved clients. A keepalive above mqtt.maxKeepaliveSeconds, or 0
-//   ("never time out"), is refused with CONNACK 2 (identifier rejected, as mosquitto does);
-//   maxKeepaliveSeconds = 0 disables the check.
+//   the broker drop well-behaved clients: a keepalive above mqtt.maxKeepaliveSeconds is refused
+//   with CONNACK 2 (identifier rejected, as mosquitto does); an MQTT 5 client is told the server
+//   keep alive instead. Keepalive 0 ("never time out") is accepted unless mqtt.allowKeepaliveZero
+//   is false; maxKeepaliveSeconds = 0 disables the limit.
 // - Duplicate client id: the older connection is taken over (closed) as MQTT 3.1.1 §3.1.4
 //   requires, so there is at most one connection per client id whatever
 //   mqtt.maxConnectionsPerClientId says. Hardening: a client id that is live or has a persistent
 //   session owned by ANOTHER user is refused with CONNACK 2, so one user cannot kick another
 //   user's device off or take over its session.
-// - MQTT 5: Aedes 1.x answers an MQTT 5 CONNECT itself with CONNACK 1 (unacceptable protocol
-//   version) and closes the connection; nothing to add (covered by tests).
+// - MQTT 5: refusals carry the MQTT 3.1.1 return code, which aedes 2 turns into the reason code
+//   (4 → 0x86, 5 → 0x87); a forbidden QoS 1/2 publish gets PUBACK/PUBREC 0x87 and the client
+//   stays. The broker state lives in the store (src/mqtt/persistence) when one is given.
 // - Forwarding: while a user's permissions are unchanged since connect, every live subscription
 //   was granted because one read permission covers its whole filter, so deliveries need no
 //   per-message check (fast path). Offline-queue replay at connect is always checked.
@@ -26,7 +28,6 @@
 //   to resubscribe. 'revoked' / 'deleted' close the affected sessions (their will is not
 //   published).
 
-import { createHash } from 'node:crypto';
 import type http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -34,10 +35,16 @@ import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
 import type { GatewayConfig } from '../config/config-schema.js';
-import { isAppError } from '../errors/errors.js';
 import type { Logger } from '../log/logger.js';
-import { ConcurrencyLimiter, DecisionCache, TokenBucket, boundOutgoingQueues, limitPacketSize } from './limits.js';
+import { ClientState, stateOf, type GatewayClient, type Transport } from './client-state.js';
+import { connackError, returnCodeFor, type ConnackError } from './connack-errors.js';
+import { ConcurrencyLimiter, boundOutgoingQueues, limitPacketSize } from './limits.js';
+import { listen, pathOf, peerCertificate } from './listeners.js';
 import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
+import { RevocationLog, tokenSetOf } from './revocation-log.js';
+import { createSysTopics, type SysTopics } from './sys-topics.js';
+import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits, type BrokerStateStats, type LmdbPersistence } from './persistence/index.js';
+import type { Store } from '../store/index.js';
 
 export interface BrokerOptions {
   config: GatewayConfig['mqtt'];
@@ -47,6 +54,14 @@ export interface BrokerOptions {
   access: MqttAccess;
   /** Server key/cert PEM; ca() = trusted CA PEMs for client certificates, read per TLS context. */
   tls: { key: string; cert: string; ca: () => string[] };
+  /**
+   * The gateway's store: with mqtt.persistence.enabled the broker keeps retained messages,
+   * persistent sessions, queues and wills in it (src/mqtt/persistence). Without a store (the
+   * benchmark's bare comparisons), aedes' in-memory persistence.
+   */
+  store?: Store;
+  /** gatewayd's version, published in $SYS/broker/version. */
+  version?: string;
 }
 
 export interface BrokerStats {
@@ -65,6 +80,35 @@ export interface BrokerStats {
   /** Messages not queued because a session's outgoing queue was full (maxQueuedMessages). */
   queueDrops: number;
   revocationDisconnects: number;
+  /** PUBLISH packets accepted from clients, and messages delivered to clients. */
+  messagesReceived: number;
+  messagesSent: number;
+  /** Bytes on the MQTT connections (TCP and TLS listeners, WebSocket upgrades), both ways. */
+  bytesReceived: number;
+  bytesSent: number;
+  /** Refused CONNECTs by reason: bad_credentials, not_authorized, bad_client_id, unsupported_version, other. */
+  connectsRefusedByReason: Record<RefusalReason, number>;
+  uptimeSeconds: number;
+  /** The broker state on disk (absent with aedes' in-memory persistence). */
+  persistence?: BrokerStateStats;
+}
+
+export type RefusalReason = 'bad_credentials' | 'not_authorized' | 'bad_client_id' | 'unsupported_version' | 'other';
+
+/** The reason of a CONNACK return code (MQTT 3.1.1 numbering; MQTT 5 clients get the matching reason code). */
+export function refusalReasonOf(returnCode: number): RefusalReason {
+  switch (returnCode) {
+    case 1:
+      return 'unsupported_version';
+    case 2:
+      return 'bad_client_id';
+    case 4:
+      return 'bad_credentials';
+    case 5:
+      return 'not_authorized';
+    default:
+      return 'other';
+  }
 }
 
 export interface EnhancedAuthInfo {
@@ -93,135 +137,37 @@ export interface Broker {
 }
 
 /** See Broker.dataPlane(). */
-export interface DataPlane {
-  /** QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker. */
-  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean }): Promise<void>;
-  /** Every publish matching `filter` (from clients or the data plane); returns the unsubscribe function. */
-  subscribe(filter: string, handler: (topic: string, payload: Buffer) => void): () => void;
+/** MQTT 5 properties a data-plane message carries end to end (clients of 3.1.1 do not see them). */
+export interface DataPlaneProperties {
+  correlationData?: Buffer;
+  responseTopic?: string;
+  contentType?: string;
+  userProperties?: Record<string, string | string[]>;
+  messageExpiryInterval?: number;
 }
 
-type Transport = 'tcp' | 'tls' | 'ws';
+export interface DataPlane {
+  /** QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker. */
+  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean; properties?: DataPlaneProperties }): Promise<void>;
+  /** Every publish matching `filter` (from clients or the data plane), with its MQTT 5 properties; returns the unsubscribe function. */
+  subscribe(filter: string, handler: (topic: string, payload: Buffer, properties?: DataPlaneProperties) => void): () => void;
+}
 
-/** Decision caches hold at most this many topics per client and direction. */
-const DECISION_CACHE_SIZE = 256;
-/** How many recent revocations are remembered to close the authenticate/revoke race. */
-const REVOCATION_LOG_SIZE = 256;
 const STOP_TIMEOUT_MS = 5000;
 /** Persistent-session owners remembered (clientId → userId), oldest dropped beyond this. */
 const SESSION_OWNER_LIMIT = 100_000;
-/**
- * Listen backlog of the TCP and TLS listeners (the kernel caps it at net.core.somaxconn).
- * Node's default of 511 overflows when ~1,000 devices reconnect at once after a gateway reboot;
- * dropped SYNs are retried by the client only after 1 s, then 3 s...
- */
-const LISTEN_BACKLOG = 2048;
-
-/** Per-connection state, stored on the Aedes client object as `gatewayd`. */
-class ClientState {
-  /** null until authenticated, and for an admitted anonymous client. */
-  principal: MqttPrincipal | null = null;
-  anonymous = false;
-  /** A CONNACK return code decided in preConnect and sent from authenticate (0: none). */
-  refuseCode = 0;
-  refuseReason = '';
-  /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
-  revoked = false;
-  /**
-   * Every live subscription of this client was granted under the user's current permissions.
-   * A subscription is granted only when one read permission covers its whole filter, i.e. every
-   * topic it can match is readable, so forwarding through it needs no per-message check. Cleared
-   * for good by the first 'permissions' change of the user (per-message checks from then on).
-   */
-  subscriptionsTrusted = true;
-  readonly readCache = new DecisionCache(DECISION_CACHE_SIZE);
-  readonly writeCache = new DecisionCache(DECISION_CACHE_SIZE);
-  readonly bucket: TokenBucket;
-  constructor(
-    readonly transport: Transport,
-    readonly remote: string,
-    publishesPerSecond: number,
-  ) {
-    this.bucket = new TokenBucket(publishesPerSecond);
-  }
-}
-
-type GatewayClient = Client & { gatewayd?: ClientState; _parser?: unknown };
-
-function stateOf(client: Client | null | undefined): ClientState | undefined {
-  return client ? (client as GatewayClient).gatewayd : undefined;
-}
 
 function isSysTopic(topic: string): boolean {
   return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
 }
 
-type ConnackError = Error & { returnCode: 2 | 3 | 4 | 5 };
-
-function connackError(returnCode: 2 | 3 | 4 | 5, message: string): ConnackError {
-  const err = new Error(message) as ConnackError;
-  err.returnCode = returnCode;
-  return err;
-}
-
-/** CONNACK code for a failure of access.authenticate. */
-function returnCodeFor(err: unknown): 3 | 4 | 5 {
-  if (isAppError(err)) {
-    if (err.status === 401) return 4;
-    if (err.status === 403) return 5;
-  }
-  return 3;
-}
-
-/** The verified client certificate of a TLS socket, if any (unverified ones are ignored). */
-function peerCertificate(socket: tls.TLSSocket): MqttCredentials['certificate'] {
-  if (!socket.authorized) return undefined;
-  const cert = socket.getPeerCertificate();
-  if (!cert || !cert.raw) return undefined;
-  const fingerprint256 = createHash('sha256').update(cert.raw).digest('hex');
-  const cn: unknown = cert.subject?.CN;
-  const commonName = Array.isArray(cn) ? String(cn[0] ?? '') : typeof cn === 'string' ? cn : '';
-  return { fingerprint256, commonName };
-}
-
-interface Revocation {
-  seq: number;
-  userId: string;
-  fingerprints: ReadonlySet<string> | null;
-}
-
 /**
- * Remembers the last revocations so that an authentication that started before a revocation
- * and resolves after it (with a principal that is no longer valid) is refused.
+ * MQTT 5 Server Keep Alive: the CONNACK tells the client the keepalive to use instead of its
+ * own. aedes 2 sets this field itself only from its keepaliveLimit option, which would make it
+ * refuse MQTT 3.1.1 clients with a return code 3.1.1 does not define (6).
  */
-class RevocationLog {
-  seq = 0;
-  private readonly ring: Array<Revocation | undefined> = new Array(REVOCATION_LOG_SIZE);
-
-  record(userId: string, fingerprints: readonly string[] | undefined): void {
-    this.seq++;
-    this.ring[this.seq % REVOCATION_LOG_SIZE] = {
-      seq: this.seq,
-      userId,
-      fingerprints: fingerprints ? new Set(fingerprints) : null,
-    };
-  }
-
-  /** Revoked after `since`? null when the log no longer reaches back that far. */
-  revokedSince(since: number, principal: MqttPrincipal): boolean | null {
-    if (this.seq === since) return false;
-    if (this.seq - since > REVOCATION_LOG_SIZE) return null;
-    for (let s = since + 1; s <= this.seq; s++) {
-      const r = this.ring[s % REVOCATION_LOG_SIZE];
-      if (!r || r.seq !== s || r.userId !== principal.userId) continue;
-      if (r.fingerprints === null) return true;
-      if (principal.tokenFingerprint !== undefined && r.fingerprints.has(principal.tokenFingerprint)) return true;
-    }
-    return false;
-  }
-}
-
-function tokenSetOf(change: AccessChange): ReadonlySet<string> | null {
-  return change.tokenFingerprints ? new Set(change.tokenFingerprints) : null;
+function setServerKeepAlive(client: Client, seconds: number): void {
+  (client as unknown as { _serverKeepAlive?: number })._serverKeepAlive = seconds;
 }
 
 /** Aedes options shared by the gatewayd broker and the bare broker of the benchmark. */
@@ -236,6 +182,11 @@ export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
     // A subscriber whose socket stays full this long is disconnected, so one frozen consumer
     // cannot hold every delivery slot (Aedes `concurrency`) for long.
     drainTimeout: config.drainTimeoutMs,
+    // Announced to MQTT 5 clients in the CONNACK.
+    topicAliasMaximum: config.topicAliasMaximum,
+    maximumPacketSize: config.maxPacketSizeBytes,
+    receiveMaximum: config.maxInflightMessages,
+    sessionExpiryIntervalLimit: config.persistence.sessionExpirySeconds,
     // keepaliveLimit stays 0: Aedes would answer CONNACK 6, which MQTT 3.1.1 does not define.
   };
 }
@@ -259,6 +210,8 @@ class GatewayBroker implements Broker {
   private readonly sockets = new Set<net.Socket>();
   private readonly upgradeTargets: Array<{ server: http.Server; listener: (...args: any[]) => void }> = [];
   private aedes: Aedes | undefined;
+  private persistence: LmdbPersistence | undefined;
+  private sys: SysTopics | undefined;
   private tcpServer: net.Server | undefined;
   private tlsServer: tls.Server | undefined;
   private wss: WebSocketServer | undefined;
@@ -276,7 +229,13 @@ class GatewayBroker implements Broker {
     oversizeDisconnects: 0,
     queueDrops: 0,
     revocationDisconnects: 0,
+    messagesReceived: 0,
+    messagesSent: 0,
   };
+  private readonly refusalsByReason: Record<RefusalReason, number> = { bad_credentials: 0, not_authorized: 0, bad_client_id: 0, unsupported_version: 0, other: 0 };
+  /** Bytes of connections already closed (live ones are read from their sockets). */
+  private closedBytes = { received: 0, sent: 0 };
+  private startedAt = Date.now();
 
   constructor(private readonly options: BrokerOptions) {
     this.cfg = options.config;
@@ -299,8 +258,12 @@ class GatewayBroker implements Broker {
   }
 
   private async doStart(): Promise<{ port: number; tlsPort: number }> {
+    const { store } = this.options;
+    const persistence = store && this.cfg.persistence.enabled ? createLmdbPersistence({ store, limits: persistenceLimits(this.cfg), log: this.log }) : undefined;
+    this.persistence = persistence;
     const aedes = await Aedes.createBroker({
       ...aedesBaseOptions(this.cfg),
+      ...(persistence ? { persistence } : {}),
       preConnect: (client, packet, callback) => this.preConnect(client, packet, callback),
       authenticate: (client, username, password, done) => this.authenticate(client, username, password, done),
       authorizePublish: (client, packet, callback) => this.authorizePublish(client, packet, callback),
@@ -308,10 +271,18 @@ class GatewayBroker implements Broker {
       authorizeForward: (client, packet) => this.authorizeForward(client, packet),
     });
     this.aedes = aedes;
-    const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
-      this.counters.queueDrops++;
-    });
-    if (!bound) this.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
+    if (persistence && store) {
+      // A QoS 1/2 publisher gets its PUBACK/PUBREC once the message is on disk.
+      acknowledgeWhenDurable(aedes, persistence);
+      // A restore swapped the store: the broker state is the backup's.
+      store.onReopen(() => persistence.reload());
+    } else {
+      // The LMDB persistence bounds its queues itself (mqtt.maxQueuedMessages); aedes' in-memory one does not.
+      const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
+        this.counters.queueDrops++;
+      });
+      if (!bound) this.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
+    }
 
     aedes.on('client', (client) => {
       this.liveClients.set(client.id, client as GatewayClient);
@@ -334,7 +305,18 @@ class GatewayBroker implements Broker {
       this.log.debug('mqtt client error', { clientId: client.id, username: stateOf(client)?.principal?.username, error: err.message });
     });
     aedes.on('connectionError', (client, err) => {
-      this.log.debug('mqtt connection error', { remote: stateOf(client)?.remote, error: err.message });
+      const st = stateOf(client);
+      const code = (err as { errorCode?: unknown }).errorCode;
+      // Refusals aedes decides itself, before any hook: an unsupported protocol version, a
+      // malformed client id. Ours were counted where they were decided.
+      if (st && !st.refusalCounted && typeof code === 'number' && code > 0) {
+        this.counters.connectsRefused++;
+        this.refusalsByReason[refusalReasonOf(code)]++;
+        st.refusalCounted = true;
+        this.log.audit('mqtt.connect.refused', { clientId: client.id || undefined, returnCode: code, reason: err.message, transport: st.transport, remote: st.remote });
+        return;
+      }
+      this.log.debug('mqtt connection error', { remote: st?.remote, error: err.message });
     });
 
     this.unsubscribeChanges = this.access.onChange((change) => this.onAccessChange(change));
@@ -368,6 +350,17 @@ class GatewayBroker implements Broker {
     });
     this.tcpServer = tcpServer;
     this.tlsServer = tlsServer;
+
+    this.sys = createSysTopics({
+      stats: () => this.stats(),
+      publish: (topic, payload) => {
+        const packet = { cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: true, dup: false } as unknown as Parameters<Aedes['publish']>[0];
+        if (!aedes.closed) aedes.publish(packet, () => {});
+      },
+      version: this.options.version ?? 'unknown',
+      intervalSeconds: this.cfg.sysIntervalSeconds,
+    });
+    this.sys.start();
 
     const port = await listen(tcpServer, this.cfg.port, this.options.host);
     const tlsPort = await listen(tlsServer, this.cfg.tlsPort, this.options.host);
@@ -442,11 +435,23 @@ class GatewayBroker implements Broker {
   }
 
   stats(): BrokerStats {
+    let bytesReceived = this.closedBytes.received;
+    let bytesSent = this.closedBytes.sent;
+    for (const socket of this.sockets) {
+      bytesReceived += socket.bytesRead;
+      bytesSent += socket.bytesWritten;
+    }
+    const persistence = this.persistence?.stats();
     return {
       clients: this.aedes && !this.aedes.closed ? this.aedes.connectedClients : 0,
       authRunning: this.limiter.running,
       authWaiting: this.limiter.waiting,
       ...this.counters,
+      bytesReceived,
+      bytesSent,
+      connectsRefusedByReason: { ...this.refusalsByReason },
+      uptimeSeconds: Math.floor((Date.now() - this.startedAt) / 1000),
+      ...(persistence ? { persistence, queueDrops: this.counters.queueDrops + persistence.queueDrops } : {}),
     };
   }
 
@@ -457,6 +462,7 @@ class GatewayBroker implements Broker {
 
   private async doStop(): Promise<void> {
     await this.starting?.catch(() => undefined);
+    this.sys?.stop();
     this.unsubscribeChanges?.();
     for (const { server, listener } of this.upgradeTargets) server.removeListener('upgrade', listener);
     this.upgradeTargets.length = 0;
@@ -479,6 +485,8 @@ class GatewayBroker implements Broker {
     for (const socket of this.sockets) socket.destroy();
     await withTimeout(Promise.all(listenersClosed), STOP_TIMEOUT_MS / 2);
     for (const socket of this.sockets) socket.destroy();
+    // Flushes what the broker state has issued; the store itself is closed by its own part.
+    await this.persistence?.destroy();
     this.byUser.clear();
     this.liveClients.clear();
     this.log.info('mqtt broker stopped');
@@ -486,7 +494,11 @@ class GatewayBroker implements Broker {
 
   private track(socket: net.Socket): void {
     this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
+    socket.once('close', () => {
+      this.sockets.delete(socket);
+      this.closedBytes.received += socket.bytesRead;
+      this.closedBytes.sent += socket.bytesWritten;
+    });
   }
 
   /** Hands a connection to Aedes and attaches the per-client state and limits. */
@@ -506,7 +518,28 @@ class GatewayBroker implements Broker {
       this.parserHookMissingLogged = true;
       this.log.warn('mqtt-packet parser has an unexpected shape: maxPacketSizeBytes is not enforced');
     }
+    this.answerUnsupportedVersion(client, conn);
     conn.once('close', () => this.forget(client));
+  }
+
+  /**
+   * [MQTT-3.1.2-2]: a CONNECT of a protocol level the broker does not speak gets CONNACK return
+   * code 1 before the connection closes (mosquitto does the same). mqtt-packet's parser rejects
+   * it before aedes sees a CONNECT, and aedes then destroys the socket: answer first.
+   */
+  private answerUnsupportedVersion(client: GatewayClient, conn: Duplex): void {
+    const parser = client._parser as { prependListener?: (event: 'error', fn: (err: Error) => void) => void } | undefined;
+    parser?.prependListener?.('error', (err: Error) => {
+      if (!/protocol version/i.test(err.message) || client.connected) return;
+      const st = stateOf(client);
+      if (conn.writable) conn.write(Buffer.from([0x20, 0x02, 0x00, 0x01]));
+      if (st && !st.refusalCounted) {
+        st.refusalCounted = true;
+        this.counters.connectsRefused++;
+        this.refusalsByReason.unsupported_version++;
+        this.log.audit('mqtt.connect.refused', { returnCode: 1, reason: err.message, transport: st.transport, remote: st.remote });
+      }
+    });
   }
 
   private forget(client: GatewayClient): void {
@@ -526,7 +559,15 @@ class GatewayBroker implements Broker {
           const aedes = this.aedes;
           if (!aedes || this.stopping) return reject(new Error('broker is not running'));
           if (isSysTopic(topic)) return reject(new Error('$SYS topics are reserved'));
-          const packet = { cmd: 'publish', topic, payload, qos: opts.qos ?? 0, retain: opts.retain ?? false, dup: false } as unknown as Parameters<Aedes['publish']>[0];
+          const packet = {
+            cmd: 'publish',
+            topic,
+            payload,
+            qos: opts.qos ?? 0,
+            retain: opts.retain ?? false,
+            dup: false,
+            ...(opts.properties ? { properties: opts.properties } : {}),
+          } as unknown as Parameters<Aedes['publish']>[0];
           // Delivery goes through each subscriber's deliverQoS → authorizeForward.
           aedes.publish(packet, (err?: Error | null) => (err ? reject(err) : resolve()));
         }),
@@ -534,11 +575,11 @@ class GatewayBroker implements Broker {
         const aedes = this.aedes;
         if (!aedes || this.stopping) throw new Error('broker is not running');
         const explicitSys = filter.startsWith('$');
-        const listener = (packet: { topic: string; payload: Buffer | string }, cb: () => void) => {
+        const listener = (packet: { topic: string; payload: Buffer | string; properties?: DataPlaneProperties }, cb: () => void) => {
           // `#` and `+` never match $ topics (MQTT 3.1.1 §4.7.2), as for clients.
           if (explicitSys || !packet.topic.startsWith('$')) {
             try {
-              handler(packet.topic, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
+              handler(packet.topic, Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload), packet.properties);
             } catch (err) {
               this.log.error('data plane handler failed', { filter, topic: packet.topic, error: (err as Error).message });
             }
@@ -558,7 +599,7 @@ class GatewayBroker implements Broker {
 
   // ---------------------------------------------------------------- hooks
 
-  private preConnect(client: Client, packet: { clientId?: string; clean?: boolean; keepalive?: number }, callback: (error: Error | null, success: boolean) => void): void {
+  private preConnect(client: Client, packet: { clientId?: string; clean?: boolean; keepalive?: number; protocolVersion?: number }, callback: (error: Error | null, success: boolean) => void): void {
     const st = stateOf(client);
     if (!st) return callback(new Error('unknown connection'), false);
     // Refusals that need a CONNACK code are answered from authenticate(): Aedes sends CONNACK
@@ -572,9 +613,20 @@ class GatewayBroker implements Broker {
     } else if (clientId === '' && packet.clean === false) {
       st.refuseCode = 2; // [MQTT-3.1.3-8]
       st.refuseReason = 'an empty client id needs a clean session';
-    } else if (maxKeepalive > 0 && (keepalive === 0 || keepalive > maxKeepalive)) {
-      st.refuseCode = 2;
-      st.refuseReason = `keepalive ${keepalive} s not within 1..${maxKeepalive} s`;
+    } else if (keepalive === 0 && !this.cfg.allowKeepaliveZero) {
+      if (packet.protocolVersion === 5 && maxKeepalive > 0) setServerKeepAlive(client, maxKeepalive);
+      else {
+        st.refuseCode = 2;
+        st.refuseReason = 'keepalive 0 is not allowed (mqtt.allowKeepaliveZero)';
+      }
+    } else if (maxKeepalive > 0 && keepalive > maxKeepalive) {
+      // MQTT 5 can be told the server's keep alive; MQTT 3.1.1 can only be refused (clamping
+      // silently would make the broker drop a client that keeps to what it asked for).
+      if (packet.protocolVersion === 5) setServerKeepAlive(client, maxKeepalive);
+      else {
+        st.refuseCode = 2;
+        st.refuseReason = `keepalive ${keepalive} s above ${maxKeepalive} s`;
+      }
     }
     callback(null, true);
   }
@@ -668,6 +720,8 @@ class GatewayBroker implements Broker {
 
   private refused(client: Client, st: ClientState, code: number, reason: string, username: string | undefined): void {
     this.counters.connectsRefused++;
+    this.refusalsByReason[refusalReasonOf(code)]++;
+    st.refusalCounted = true;
     this.log.audit('mqtt.connect.refused', { clientId: client.id, username, returnCode: code, reason, transport: st.transport, remote: st.remote });
   }
 
@@ -730,6 +784,7 @@ class GatewayBroker implements Broker {
       return callback(new Error('publish not authorized'));
     }
     if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
+    this.counters.messagesReceived++;
     callback(null);
   }
 
@@ -766,8 +821,13 @@ class GatewayBroker implements Broker {
     // Fast path (see ClientState.subscriptionsTrusted). Only once the session is established:
     // while connecting, Aedes replays the offline queue, whose messages may have been queued
     // for subscriptions that are no longer granted.
-    if (st.subscriptionsTrusted && client.connected) return packet;
     const topic = packet.topic;
+    // `$` topics are checked per message: aedes delivers them to `#` subscriptions too, which
+    // MQTT (§4.7.2) and the permission engine do not count as covering them.
+    if (st.subscriptionsTrusted && client.connected && topic.charCodeAt(0) !== 36) {
+      this.counters.messagesSent++;
+      return packet;
+    }
     let ok = st.readCache.lookup(topic);
     if (ok === undefined) {
       ok = this.allows(st.principal, 'read', topic);
@@ -777,6 +837,7 @@ class GatewayBroker implements Broker {
       this.counters.forwardsRefused++;
       return null;
     }
+    this.counters.messagesSent++;
     return packet;
   }
 
@@ -837,23 +898,6 @@ class GatewayBroker implements Broker {
       client.once('connected', () => client.close());
     }
   }
-}
-
-function pathOf(url: string | undefined): string {
-  if (!url) return '';
-  const q = url.indexOf('?');
-  return q === -1 ? url : url.slice(0, q);
-}
-
-function listen(server: net.Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error) => reject(err);
-    server.once('error', onError);
-    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
-      server.removeListener('error', onError);
-      resolve((server.address() as net.AddressInfo).port);
-    });
-  });
 }
 
 async function withTimeout(promise: Promise<unknown>, ms: number): Promise<void> {

@@ -1,0 +1,46 @@
+import type { Client } from 'aedes';
+import { DecisionCache, TokenBucket } from './limits.js';
+import type { MqttPrincipal } from './mqtt-access.js';
+
+export type Transport = 'tcp' | 'tls' | 'ws';
+
+/** Decision caches hold at most this many topics per client and direction. */
+const DECISION_CACHE_SIZE = 256;
+
+/** Per-connection state, stored on the Aedes client object as `gatewayd`. */
+export class ClientState {
+  /** null until authenticated, and for an admitted anonymous client. */
+  principal: MqttPrincipal | null = null;
+  anonymous = false;
+  /** A CONNACK return code decided in preConnect and sent from authenticate (0: none). */
+  refuseCode = 0;
+  refuseReason = '';
+  /** The refusal of this connection was logged and counted (aedes may report it once more). */
+  refusalCounted = false;
+  /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
+  revoked = false;
+  /**
+   * Every live subscription of this client was granted under the user's current permissions.
+   * A subscription is granted only when one read permission covers its whole filter, i.e. every
+   * topic it can match is readable, so forwarding through it needs no per-message check. Cleared
+   * for good by the first 'permissions' change of the user (per-message checks from then on).
+   */
+  subscriptionsTrusted = true;
+  readonly readCache = new DecisionCache(DECISION_CACHE_SIZE);
+  readonly writeCache = new DecisionCache(DECISION_CACHE_SIZE);
+  readonly bucket: TokenBucket;
+  constructor(
+    readonly transport: Transport,
+    readonly remote: string,
+    publishesPerSecond: number,
+  ) {
+    this.bucket = new TokenBucket(publishesPerSecond);
+  }
+}
+
+export type GatewayClient = Client & { gatewayd?: ClientState; _parser?: unknown };
+
+export function stateOf(client: Client | null | undefined): ClientState | undefined {
+  return client ? (client as GatewayClient).gatewayd : undefined;
+}
+

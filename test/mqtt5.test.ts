@@ -1,0 +1,111 @@
+// MQTT 5 on the broker (issue 12 point 2): properties carried end to end between clients and
+// through the daemon's data plane, version interop (3.1.1 ↔ 5), and the permission rules
+// (publish prefix, live revocation) for MQTT 5 exactly as for 3.1.1.
+import { expect } from 'chai';
+import type { IPublishPacket } from 'mqtt';
+import { closed, connect, endAllClients, makeCerts, startBroker, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { StaticMqttAccess } from './support/static-mqtt-access.js';
+
+describe('MQTT 5', function () {
+  let certs: Certs;
+  let access: StaticMqttAccess;
+  let tb: TestBroker;
+
+  before(async () => {
+    certs = await makeCerts();
+  });
+  after(async () => {
+    await certs?.cleanup();
+  });
+  beforeEach(async () => {
+    access = new StaticMqttAccess([
+      { username: 'writer', password: 'writer-pw', permissions: [{ resource: 'data/#', operation: 'write' }] },
+      { username: 'reader', password: 'reader-pw', permissions: [{ resource: 'data/#', operation: 'read' }] },
+      { username: 'prefixed', password: 'prefixed-pw', publishPrefix: 'tenant-a/', permissions: [{ resource: 'tenant-a/#', operation: 'readWrite' }] },
+    ]);
+    tb = await startBroker(access, certs);
+  });
+  afterEach(async () => {
+    await endAllClients();
+    await tb.stop();
+  });
+
+  const v5 = (username: string, password: string, extra: object = {}) => ({ username, password, protocolVersion: 5 as const, ...extra });
+  const nextMessage = (client: Awaited<ReturnType<typeof connect>>) =>
+    withTimeout(
+      new Promise<[string, Buffer, IPublishPacket]>((resolve) => client.once('message', (topic, payload, packet) => resolve([topic, payload, packet]))),
+      3000,
+      'no message',
+    );
+
+  it('carries user properties, content type, response topic, correlation data and message expiry between MQTT 5 clients', async () => {
+    const reader = await connect(tb.port, v5('reader', 'reader-pw'));
+    await reader.subscribeAsync('data/#', { qos: 1 });
+    const writer = await connect(tb.port, v5('writer', 'writer-pw'));
+    const message = nextMessage(reader);
+    await writer.publishAsync('data/cmd', 'go', {
+      qos: 1,
+      properties: {
+        userProperties: { site: 'hall-b', line: ['1', '2'] },
+        contentType: 'text/plain',
+        responseTopic: 'data/cmd/reply',
+        correlationData: Buffer.from('req-42'),
+        messageExpiryInterval: 60,
+      },
+    });
+    const [topic, payload, packet] = await message;
+    expect(topic).to.equal('data/cmd');
+    expect(payload.toString()).to.equal('go');
+    expect(packet.properties?.userProperties).to.deep.equal({ site: 'hall-b', line: ['1', '2'] });
+    expect(packet.properties?.contentType).to.equal('text/plain');
+    expect(packet.properties?.responseTopic).to.equal('data/cmd/reply');
+    expect(packet.properties?.correlationData?.toString()).to.equal('req-42');
+    expect(packet.properties?.messageExpiryInterval).to.be.within(1, 60);
+  });
+
+  it('interoperates: a 3.1.1 publisher reaches an MQTT 5 subscriber and back', async () => {
+    const sub5 = await connect(tb.port, v5('reader', 'reader-pw'));
+    await sub5.subscribeAsync('data/x', { qos: 1 });
+    const sub4 = await connect(tb.port, { username: 'reader', password: 'reader-pw' });
+    await sub4.subscribeAsync('data/y', { qos: 1 });
+    const pub4 = await connect(tb.port, { username: 'writer', password: 'writer-pw' });
+    const pub5 = await connect(tb.port, v5('writer', 'writer-pw'));
+    const at5 = nextMessage(sub5);
+    await pub4.publishAsync('data/x', 'from 3.1.1', { qos: 1 });
+    expect((await at5)[1].toString()).to.equal('from 3.1.1');
+    const at4 = nextMessage(sub4);
+    await pub5.publishAsync('data/y', 'from 5', { qos: 1, properties: { userProperties: { a: 'b' } } });
+    const [, payload, packet] = await at4;
+    expect(payload.toString()).to.equal('from 5');
+    expect(packet.properties, '3.1.1 has no properties').to.equal(undefined);
+  });
+
+  it('passes properties through the data plane, both ways', async () => {
+    const plane = tb.broker.dataPlane();
+    const seen = new Promise<unknown>((resolve) => plane.subscribe('data/req', (_t, _p, properties) => resolve(properties)));
+    const writer = await connect(tb.port, v5('writer', 'writer-pw'));
+    await writer.publishAsync('data/req', '{}', { qos: 1, properties: { correlationData: Buffer.from('c-1'), responseTopic: 'data/res' } });
+    const properties = (await withTimeout(seen, 3000, 'no data-plane message')) as { correlationData?: Buffer; responseTopic?: string };
+    expect(properties.correlationData?.toString()).to.equal('c-1');
+    expect(properties.responseTopic).to.equal('data/res');
+
+    const reader = await connect(tb.port, v5('reader', 'reader-pw'));
+    await reader.subscribeAsync('data/res', { qos: 1 });
+    const reply = nextMessage(reader);
+    await plane.publish('data/res', Buffer.from('ok'), { qos: 1, properties: { correlationData: Buffer.from('c-1') } });
+    expect((await reply)[2].properties?.correlationData?.toString()).to.equal('c-1');
+  });
+
+  it('applies the publish prefix and live revocation to MQTT 5 clients as to 3.1.1', async () => {
+    const watcher = await connect(tb.port, v5('prefixed', 'prefixed-pw', { clientId: 'watcher-5' }));
+    await watcher.subscribeAsync('tenant-a/#', { qos: 1 });
+    const pub = await connect(tb.port, v5('prefixed', 'prefixed-pw', { clientId: 'pub-5' }));
+    const got = nextMessage(watcher);
+    await pub.publishAsync('meter/1', '7', { qos: 1 });
+    expect((await got)[0]).to.equal('tenant-a/meter/1');
+
+    const gone = closed(pub, 3000);
+    access.revoke('prefixed');
+    await gone;
+  });
+});
