@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
+import { ADMIN_PERMISSIONS } from '../src/auth/bootstrap-admin.js';
 
 describe('sessions', () => {
   let gw: TestGateway;
@@ -19,7 +20,8 @@ describe('sessions', () => {
     expect(res.body.token).to.match(/^[A-Za-z0-9_-]{43}$/);
     const lifetime = Date.parse(res.body.expiresAt) - Date.now();
     expect(lifetime).to.be.within(2 * 3600_000 - 60_000, 2 * 3600_000 + 1000);
-    expect(res.body.permissions.map((p: any) => `${p.context} ${p.operation} ${p.resource}`)).to.have.members(['http readWrite /api/#', 'mqtt readWrite #']);
+    expect(res.body.permissions.map((p: any) => `${p.context} ${p.operation} ${p.resource}`)).to.have.members(ADMIN_PERMISSIONS.map((p) => `${p.context} ${p.operation} ${p.resource}`));
+    expect(res.body.permissions.map((p: any) => p.resource)).to.include.members(['/api/#', '#', '$SYS/#']);
 
     const session = await gw.api('GET', '/api/session', { token: res.body.token });
     expect(session.status).to.equal(200);

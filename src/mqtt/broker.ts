@@ -1,4 +1,4 @@
-// The embedded MQTT broker: Aedes 1.x on TCP, TLS and WebSocket, with every authentication and
+// The embedded MQTT broker: Aedes 2 (MQTT 3.1, 3.1.1 and 5) on TCP, TLS and WebSocket, with every authentication and
 // authorization decision delegated to one MqttAccess (the permission engine shared with REST).
 //
 // Decisions (also in src/mqtt/README.md):
@@ -7,16 +7,18 @@
 //   is refused (disconnect), every subscription gets 0x80, nothing is forwarded to it. The access
 //   port is never asked about it.
 // - Keepalive: MQTT 3.1.1 cannot tell a client to use a shorter keepalive, so clamping would make
-//   the broker drop well-behaved clients. A keepalive above mqtt.maxKeepaliveSeconds, or 0
-//   ("never time out"), is refused with CONNACK 2 (identifier rejected, as mosquitto does);
-//   maxKeepaliveSeconds = 0 disables the check.
+//   the broker drop well-behaved clients: a keepalive above mqtt.maxKeepaliveSeconds is refused
+//   with CONNACK 2 (identifier rejected, as mosquitto does); an MQTT 5 client is told the server
+//   keep alive instead. Keepalive 0 ("never time out") is accepted unless mqtt.allowKeepaliveZero
+//   is false; maxKeepaliveSeconds = 0 disables the limit.
 // - Duplicate client id: the older connection is taken over (closed) as MQTT 3.1.1 §3.1.4
 //   requires, so there is at most one connection per client id whatever
 //   mqtt.maxConnectionsPerClientId says. Hardening: a client id that is live or has a persistent
 //   session owned by ANOTHER user is refused with CONNACK 2, so one user cannot kick another
 //   user's device off or take over its session.
-// - MQTT 5: Aedes 1.x answers an MQTT 5 CONNECT itself with CONNACK 1 (unacceptable protocol
-//   version) and closes the connection; nothing to add (covered by tests).
+// - MQTT 5: refusals carry the MQTT 3.1.1 return code, which aedes 2 turns into the reason code
+//   (4 → 0x86, 5 → 0x87); a forbidden QoS 1/2 publish gets PUBACK/PUBREC 0x87 and the client
+//   stays. The broker state lives in the store (src/mqtt/persistence) when one is given.
 // - Forwarding: while a user's permissions are unchanged since connect, every live subscription
 //   was granted because one read permission covers its whole filter, so deliveries need no
 //   per-message check (fast path). Offline-queue replay at connect is always checked.
