@@ -151,6 +151,8 @@ describe('authorization matrix', function () {
         'GET /api/idp/redirect',
         'POST /api/broker/auth/enhanced',
         'GET /api/openapi.json',
+        'GET /health',
+        'GET /health/ready',
       ].sort(),
     );
     expect([...authenticatedOperations].sort()).to.deep.equal(

@@ -119,6 +119,10 @@ const ADDED_OPERATIONS: readonly string[] = [
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
+  // Probes and metrics (README "Health and metrics").
+  'GET /health',
+  'GET /health/ready',
+  'GET /metrics',
 ];
 
 const PUBLIC_OPERATIONS: readonly string[] = [
@@ -130,6 +134,8 @@ const PUBLIC_OPERATIONS: readonly string[] = [
   'GET /api/idp/login',
   'GET /api/idp/redirect',
   'POST /api/broker/auth/enhanced',
+  'GET /health',
+  'GET /health/ready',
 ];
 
 type OpenApiValidatorOptions = Parameters<typeof OpenApiValidator.middleware>[0];

@@ -12,6 +12,9 @@ export const publicOperations = new Set([
   'GET /api/idp/redirect',
   'POST /api/broker/auth/enhanced',
   'GET /api/openapi.json',
+  // Probes (outside /api; answered before authentication).
+  'GET /health',
+  'GET /health/ready',
 ]);
 
 export const authenticatedOperations = new Set([

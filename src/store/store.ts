@@ -104,8 +104,9 @@ function openRoot(dir: string): { root: RootDatabase; dbs: StoreDatabases } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const root: RootDatabase = open({
     path: join(dir, STORE_FILE),
-    // Durable commits (the default): a write's promise resolves after fsync, so an
-    // acknowledged write survives a power cut. No writemap: a stray write cannot corrupt pages.
+    // Synced commits (noSync false); store.transaction waits for the flush of its commit, so an
+    // acknowledged write survives a power cut. No writemap: a stray write cannot corrupt pages,
+    // and a full disk is an error (ENOSPC from pwrite), not a SIGBUS.
     noSync: false,
     maxDbs: 32,
   });
@@ -169,6 +170,10 @@ export function openStore(options: OpenStoreOptions): Store {
     transaction: async <T>(fn: () => T): Promise<T> => {
       try {
         const result = (await root.childTransaction(fn)) as T;
+        // lmdb-js overlaps the fsync of a commit with the next transaction (overlappingSync):
+        // a committed write is not yet on disk. An API answer promises durability, so wait for
+        // the flush (broker acknowledgements wait for it the same way, see mqtt/persistence).
+        await root.flushed;
         noteWriteSuccess();
         return result;
       } catch (err) {
