@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
-# Build stage: full dependencies, TypeScript compile.
-FROM node:20-bookworm-slim AS build
+# gatewayd on the current Node LTS (26). Build: docker build -t gatewayd .
+# Run:   docker run -p 8080:8080 -p 1883:1883 -p 8883:8883 -v gatewayd-data:/var/lib/gatewayd \
+#          -v gatewayd-services:/etc/gatewayd/services gatewayd
+FROM node:26-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -10,23 +12,30 @@ COPY src ./src
 COPY test ./test
 COPY scripts ./scripts
 COPY ui ./ui
-RUN npm run build && npm prune --omit=dev
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
-# Runtime stage: production dependencies and compiled code only, non-root.
-FROM node:20-bookworm-slim
+# Runtime: production dependencies and compiled code only, non-root, tini as PID 1 (it reaps the
+# child processes that restores and openssl start, and forwards SIGTERM).
+FROM node:26-bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
-    GATEWAYD_DATA_DIR=/var/lib/gatewayd
+    GATEWAYD_DATA_DIR=/var/lib/gatewayd \
+    GATEWAYD_SET__MAPPING__SERVICESDIR=/etc/gatewayd/services
 WORKDIR /opt/gatewayd
 RUN groupadd --system gatewayd && useradd --system --gid gatewayd --home-dir /var/lib/gatewayd gatewayd \
- && mkdir -p /var/lib/gatewayd && chown gatewayd:gatewayd /var/lib/gatewayd && chmod 0700 /var/lib/gatewayd
-COPY --from=build /app/package.json ./
+ && mkdir -p /var/lib/gatewayd /etc/gatewayd/services \
+ && chown gatewayd:gatewayd /var/lib/gatewayd /etc/gatewayd/services && chmod 0700 /var/lib/gatewayd
+COPY --from=build /app/package.json /app/package-lock.json /app/README.md ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/ui ./dist/ui
 COPY --from=build /app/config ./config
-COPY --from=build /app/src/http/openapi.yaml ./src/http/openapi.yaml
 USER gatewayd
-VOLUME ["/var/lib/gatewayd"]
+VOLUME ["/var/lib/gatewayd", "/etc/gatewayd/services"]
 EXPOSE 8080 1883 8883
 STOPSIGNAL SIGTERM
-CMD ["node", "--enable-source-maps", "dist/src/main.js"]
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.GATEWAYD_HTTP_PORT||8080)+'/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
+# The same Node flags as npm start and the systemd unit (README "Footprint").
+CMD ["node", "--max-semi-space-size=2", "--optimize-for-size", "dist/src/main.js"]
