@@ -203,8 +203,23 @@ describe('mqtt broker transports and limits', function () {
       expect(Date.now() - started).to.be.within(150, 2000);
     });
 
-    it('disconnects a flooding publisher while other clients keep working', async function () {
-      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50 });
+    it('slows a publisher over maxPublishesPerSecond down, losing nothing and keeping it connected', async function () {
+      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 30 });
+      const sub = await connect(tb.port, login('reader', 'reader-pw'));
+      const inbox = collect(sub);
+      await subscribe(sub, 'data/#', 1);
+      const burst = await connect(tb.port, login('writer', 'writer-pw'));
+      // A burst of twice the allowance: the first 50 go at once, the rest as tokens come.
+      for (let i = 0; i < 100; i++) burst.publish('data/burst', String(i), { qos: 1 });
+      await inbox.until((m) => m.topic === 'data/burst' && m.payload === '99', 10_000);
+      expect(inbox.messages.filter((m) => m.topic === 'data/burst')).to.have.length(100);
+      expect(burst.connected).to.equal(true);
+      expect(tb.broker.stats().rateLimitPauses).to.be.at.least(1);
+      expect(tb.broker.stats().rateLimitDisconnects).to.equal(0);
+    });
+
+    it('disconnects a publisher that stays over its allowance past rateLimitGraceSeconds, while other clients keep working', async function () {
+      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 0 });
       const sub = await connect(tb.port, login('reader', 'reader-pw'));
       const inbox = collect(sub);
       await subscribe(sub, 'data/#', 1);

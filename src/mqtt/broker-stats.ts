@@ -13,6 +13,8 @@ export interface BrokerStats {
   subscriptionsRefused: number;
   forwardsRefused: number;
   rateLimitDisconnects: number;
+  /** Times a client publishing faster than maxPublishesPerSecond had its socket paused. */
+  rateLimitPauses: number;
   oversizeDisconnects: number;
   /** Messages not queued because a session's outgoing queue was full (maxQueuedMessages). */
   queueDrops: number;

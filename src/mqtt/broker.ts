@@ -182,6 +182,7 @@ class GatewayBroker implements Broker {
     subscriptionsRefused: 0,
     forwardsRefused: 0,
     rateLimitDisconnects: 0,
+    rateLimitPauses: 0,
     oversizeDisconnects: 0,
     queueDrops: 0,
     revocationDisconnects: 0,
@@ -714,14 +715,25 @@ class GatewayBroker implements Broker {
       return callback(new Error('publish not authorized'));
     }
     // The will is published while the client closes: not subject to the rate limit.
-    if (!client.closed && !st.bucket.take()) {
-      this.counters.rateLimitDisconnects++;
-      this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
-        clientId: client.id,
-        username: st.principal.username,
-        limitPerSecond: this.cfg.maxPublishesPerSecond,
-      });
-      return callback(new Error('publish rate limit exceeded'));
+    if (!client.closed) {
+      const now = Date.now();
+      if (!st.bucket.take(now)) {
+        st.overLimitSince ??= now;
+        if (now - st.overLimitSince >= this.cfg.rateLimitGraceSeconds * 1000) {
+          this.counters.rateLimitDisconnects++;
+          this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
+            clientId: client.id,
+            username: st.principal.username,
+            limitPerSecond: this.cfg.maxPublishesPerSecond,
+            overForSeconds: Math.round((now - st.overLimitSince) / 1000),
+          });
+          return callback(new Error('publish rate limit exceeded'));
+        }
+        // Slowed down, not dropped: this publish goes through, the next ones wait.
+        this.slowDown(client, st);
+      } else if (st.overLimitSince !== undefined && st.bucket.level(now) >= 0.5) {
+        st.overLimitSince = undefined; // calm again: half its burst has refilled
+      }
     }
     const raw = packet.topic;
     const prefix = st.principal.publishPrefix;
@@ -742,6 +754,20 @@ class GatewayBroker implements Broker {
     if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
     this.counters.messagesReceived++;
     callback(null);
+  }
+
+  /** Stops reading a client's socket until its publish allowance has a token again. */
+  private slowDown(client: Client, st: ClientState): void {
+    if (st.slowed) return;
+    // aedes 2's Client has pause()/resume() (stop and restart reading its socket), untyped.
+    const reader = client as unknown as { pause(): void; resume(): void };
+    st.slowed = true;
+    this.counters.rateLimitPauses++;
+    setTimeout(() => {
+      st.slowed = false;
+      if (!client.closed) reader.resume();
+    }, Math.max(1, st.bucket.msUntilToken())).unref();
+    reader.pause();
   }
 
   private publishRefused(client: Client, st: ClientState, topic: string, reason: string): void {
