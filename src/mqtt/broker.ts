@@ -33,7 +33,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
-import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import type { GatewayConfig } from '../config/config-schema.js';
 import type { Logger } from '../log/logger.js';
 import { ClientState, stateOf, type GatewayClient, type Transport } from './client-state.js';
@@ -43,6 +43,7 @@ import { listen, pathOf, peerCertificate } from './listeners.js';
 import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
 import { RevocationLog, tokenSetOf } from './revocation-log.js';
 import { createSysTopics, type SysTopics } from './sys-topics.js';
+import { mqttStreamOf } from './websocket-stream.js';
 import { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
 
 export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
@@ -92,7 +93,6 @@ export interface Broker {
   dataPlane(): DataPlane;
 }
 
-/** See Broker.dataPlane(). */
 /** MQTT 5 properties a data-plane message carries end to end (clients of 3.1.1 do not see them). */
 export interface DataPlaneProperties {
   correlationData?: Buffer;
@@ -356,7 +356,7 @@ class GatewayBroker implements Broker {
           ws.terminate();
           return;
         }
-        const stream = createWebSocketStream(ws);
+        const stream = mqttStreamOf(ws);
         stream.on('error', () => {}); // reported through the Aedes client
         this.accept(stream, 'ws', req.socket.remoteAddress ?? '', req);
       });
