@@ -8,6 +8,7 @@ export interface Part {
 }
 
 export interface Daemon {
+  /** Starts the parts in order; resolves early, with the rest not started, when stop() is called meanwhile. */
   start(): Promise<void>;
   /** Idempotent; resolves when every started part has stopped (or failed to, logged). */
   stop(): Promise<void>;
@@ -17,6 +18,8 @@ export function createDaemon(deps: { parts: Part[]; log: Logger }): Daemon {
   const { parts, log } = deps;
   const started: Part[] = [];
   let stopping: Promise<void> | undefined;
+  /** The start() of the part being started now (a stop waits for it, then stops it too). */
+  let starting: Promise<void> | undefined;
 
   async function stopStarted(): Promise<void> {
     while (started.length) {
@@ -33,8 +36,11 @@ export function createDaemon(deps: { parts: Part[]; log: Logger }): Daemon {
   return {
     async start() {
       for (const part of parts) {
+        // A stop during start-up (SIGTERM while the PKI or the mapping starts): start nothing more.
+        if (stopping) return;
         try {
-          await part.start();
+          starting = part.start();
+          await starting;
         } catch (err) {
           // Leave nothing half-running: stop what did start, then report.
           await stopStarted();
@@ -45,7 +51,10 @@ export function createDaemon(deps: { parts: Part[]; log: Logger }): Daemon {
       }
     },
     stop() {
-      stopping ??= stopStarted();
+      stopping ??= (async () => {
+        await starting?.catch(() => undefined);
+        await stopStarted();
+      })();
       return stopping;
     },
   };

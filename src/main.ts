@@ -64,6 +64,8 @@ export async function main(): Promise<void> {
     log.error('start failed', { error: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
     process.exit(1);
   }
+  // SIGTERM during start-up: the parts started so far are being stopped; never say ready.
+  if (shuttingDown) return;
   log.lifecycle('ready', {
     ...gateway.ports(),
     dataDir: config.dataDir,

@@ -28,7 +28,7 @@ import { roleRoutes } from './http/routes/role-routes.js';
 import { configRoutes } from './http/routes/config-routes.js';
 import { brokerRoutes } from './http/routes/broker-routes.js';
 import { createBroker, type Broker } from './mqtt/index.js';
-import { gatewaydVersion } from './version.js';
+import { gatewaydVersion } from './maintenance/version.js';
 import { createMaintenanceService } from './maintenance/maintenance-service.js';
 import { recoverMaintenanceFiles } from './maintenance/recovery.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';

@@ -13,6 +13,7 @@ import * as tar from 'tar';
 import { gatewaydVersion } from '../src/maintenance/version.js';
 import { STORE_SCHEMA_VERSION } from '../src/store/index.js';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
+import { connect, connectWithInbox, subscribe } from './support/mqtt-test-kit.js';
 
 const OTHER_PASSWORD = 'An0ther-Passw0rd';
 const BACKUP_ID = /^0\.1\.0_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3}Z$/;
@@ -154,6 +155,31 @@ async function usernames(gw: TestGateway, token: string): Promise<string[]> {
 
 describe('maintenance: backup and restore', function () {
   this.timeout(60_000);
+
+  describe('the broker state', () => {
+    let bgw: TestGateway;
+    let token: string;
+    before(async () => {
+      bgw = await startGateway();
+      token = await bgw.login();
+    });
+    after(() => bgw?.stop());
+
+    it('brings back the broker state of the backup: retained messages as they were', async () => {
+      const publisher = await connect(bgw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+      await publisher.publishAsync('plant/valve', 'open', { qos: 1, retain: true });
+      const { archive } = await backupAndDownload(bgw, token);
+      await publisher.publishAsync('plant/valve', 'closed', { qos: 1, retain: true });
+      await publisher.endAsync();
+      expect((await upload(bgw, token, archive)).status).to.equal(202);
+      const status = await waitIdle(bgw);
+      expect(status.restore?.succeeded, status.restore?.statusMessage).to.equal(true);
+      const reader = await connectWithInbox(bgw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+      await subscribe(reader.client, 'plant/#', 1);
+      expect((await reader.inbox.until((m) => m.topic === 'plant/valve')).payload).to.equal('open');
+      await reader.client.endAsync();
+    });
+  });
 
   describe('round trip on one gateway', () => {
     let gw: TestGateway;

@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import { once } from 'node:events';
 import net from 'node:net';
 import type { MqttClient } from 'mqtt';
+import { WebSocket } from 'ws';
 import {
   closed,
   collect,
@@ -101,6 +102,19 @@ describe('mqtt broker transports and limits', function () {
   });
 
   describe('WebSocket', function () {
+    it('reads a packet that arrives in several WebSocket messages (the CONNACK comes)', async function () {
+      tb = await startBroker(access, certs);
+      const ws = new WebSocket(`ws://127.0.0.1:${tb.httpPort}/mqtt`, 'mqtt');
+      await once(ws, 'open');
+      // CONNECT (MQTT 3.1.1, clean session, keepalive 60, client id "ws") without credentials, in three messages.
+      const connect = Buffer.from([0x10, 0x0e, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x04, 0x02, 0x00, 0x3c, 0x00, 0x02, 0x77, 0x73]);
+      const reply = withTimeout(once(ws, 'message') as Promise<[Buffer]>, 3000, 'no CONNACK');
+      for (const part of [connect.subarray(0, 1), connect.subarray(1, 2), connect.subarray(2)]) ws.send(part);
+      const [first] = await reply;
+      expect(first[0]).to.equal(0x20);
+      ws.terminate();
+    });
+
     it('serves MQTT at ws://127.0.0.1:PORT/mqtt with the same rules', async function () {
       tb = await startBroker(access, certs);
       const url = `ws://127.0.0.1:${tb.httpPort}/mqtt`;
@@ -203,8 +217,23 @@ describe('mqtt broker transports and limits', function () {
       expect(Date.now() - started).to.be.within(150, 2000);
     });
 
-    it('disconnects a flooding publisher while other clients keep working', async function () {
-      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50 });
+    it('slows a publisher over maxPublishesPerSecond down, losing nothing and keeping it connected', async function () {
+      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 30 });
+      const sub = await connect(tb.port, login('reader', 'reader-pw'));
+      const inbox = collect(sub);
+      await subscribe(sub, 'data/#', 1);
+      const burst = await connect(tb.port, login('writer', 'writer-pw'));
+      // A burst of twice the allowance: the first 50 go at once, the rest as tokens come.
+      for (let i = 0; i < 100; i++) burst.publish('data/burst', String(i), { qos: 1 });
+      await inbox.until((m) => m.topic === 'data/burst' && m.payload === '99', 10_000);
+      expect(inbox.messages.filter((m) => m.topic === 'data/burst')).to.have.length(100);
+      expect(burst.connected).to.equal(true);
+      expect(tb.broker.stats().rateLimitPauses).to.be.at.least(1);
+      expect(tb.broker.stats().rateLimitDisconnects).to.equal(0);
+    });
+
+    it('disconnects a publisher that stays over its allowance past rateLimitGraceSeconds, while other clients keep working', async function () {
+      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 0 });
       const sub = await connect(tb.port, login('reader', 'reader-pw'));
       const inbox = collect(sub);
       await subscribe(sub, 'data/#', 1);

@@ -44,6 +44,7 @@ export const configSchema = obj({
     allowKeepaliveZero: { type: 'boolean' },
     topicAliasMaximum: { type: 'integer', minimum: 0, maximum: 65535 },
     sysIntervalSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
+    rateLimitGraceSeconds: { type: 'integer', minimum: 0, maximum: 3600 },
     connectTimeoutMs: { type: 'integer', minimum: 100 },
     maxPublishesPerSecond: positiveInt,
     maxConcurrentAuth: positiveInt,
@@ -173,6 +174,8 @@ export interface GatewayConfig {
     topicAliasMaximum: number;
     /** Period of the $SYS/broker/... statistics (0: not published). */
     sysIntervalSeconds: number;
+    /** A client over maxPublishesPerSecond is slowed down; it is dropped only after staying over for this long. */
+    rateLimitGraceSeconds: number;
     connectTimeoutMs: number;
     maxPublishesPerSecond: number;
     maxConcurrentAuth: number;

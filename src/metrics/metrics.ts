@@ -88,32 +88,23 @@ export function createMetrics(sources: MetricsSources): Metrics {
     const reg = new client.Registry();
     client.collectDefaultMetrics({ register: reg, prefix: 'gatewayd_' });
     type Set = (value: number, labels?: Record<string, string>) => void;
-    /** A metric whose values are read from the sources at each scrape. */
+    /**
+     * A metric whose values are read from the sources at each scrape. Counters hold totals kept
+     * elsewhere: reset, then add the current total.
+     */
     const metric = (kind: 'gauge' | 'counter', name: string, help: string, labelNames: string[], read: (set: Set) => void | Promise<void>) => {
-      if (kind === 'gauge') {
-        new client.Gauge({
-          name,
-          help,
-          labelNames,
-          registers: [reg],
-          async collect() {
-            this.reset();
-            await read((v, l) => (l ? this.set(l, v) : this.set(v)));
-          },
-        });
-      } else {
-        // Cumulative values kept elsewhere: reset, then add the current total.
-        new client.Counter({
-          name,
-          help,
-          labelNames,
-          registers: [reg],
-          async collect() {
-            this.reset();
-            await read((v, l) => (l ? this.inc(l, v) : this.inc(v)));
-          },
-        });
-      }
+      const Metric = kind === 'gauge' ? client.Gauge : client.Counter;
+      new Metric({
+        name,
+        help,
+        labelNames,
+        registers: [reg],
+        async collect() {
+          this.reset();
+          const m = this as unknown as { set(l: Record<string, string>, v: number): void; inc(l: Record<string, string>, v: number): void };
+          await read((v, l = {}) => (kind === 'gauge' ? m.set(l, v) : m.inc(l, v)));
+        },
+      });
     };
     const broker = () => sources.broker();
     metric('gauge', 'gatewayd_mqtt_clients_connected', 'MQTT clients connected.', [], (set) => set(broker()?.clients ?? 0));

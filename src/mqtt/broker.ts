@@ -33,7 +33,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
-import { WebSocketServer, createWebSocketStream, type WebSocket } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import type { GatewayConfig } from '../config/config-schema.js';
 import type { Logger } from '../log/logger.js';
 import { ClientState, stateOf, type GatewayClient, type Transport } from './client-state.js';
@@ -43,7 +43,11 @@ import { listen, pathOf, peerCertificate } from './listeners.js';
 import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from './mqtt-access.js';
 import { RevocationLog, tokenSetOf } from './revocation-log.js';
 import { createSysTopics, type SysTopics } from './sys-topics.js';
-import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits, type BrokerStateStats, type LmdbPersistence } from './persistence/index.js';
+import { mqttStreamOf } from './websocket-stream.js';
+import { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
+
+export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
+import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits, type LmdbPersistence } from './persistence/index.js';
 import type { Store } from '../store/index.js';
 
 export interface BrokerOptions {
@@ -62,53 +66,6 @@ export interface BrokerOptions {
   store?: Store;
   /** gatewayd's version, published in $SYS/broker/version. */
   version?: string;
-}
-
-export interface BrokerStats {
-  /** Clients with an established session. */
-  clients: number;
-  /** Authentications running now / waiting for a slot (maxConcurrentAuth). */
-  authRunning: number;
-  authWaiting: number;
-  connectsAccepted: number;
-  connectsRefused: number;
-  publishesRefused: number;
-  subscriptionsRefused: number;
-  forwardsRefused: number;
-  rateLimitDisconnects: number;
-  oversizeDisconnects: number;
-  /** Messages not queued because a session's outgoing queue was full (maxQueuedMessages). */
-  queueDrops: number;
-  revocationDisconnects: number;
-  /** PUBLISH packets accepted from clients, and messages delivered to clients. */
-  messagesReceived: number;
-  messagesSent: number;
-  /** Bytes on the MQTT connections (TCP and TLS listeners, WebSocket upgrades), both ways. */
-  bytesReceived: number;
-  bytesSent: number;
-  /** Refused CONNECTs by reason: bad_credentials, not_authorized, bad_client_id, unsupported_version, other. */
-  connectsRefusedByReason: Record<RefusalReason, number>;
-  uptimeSeconds: number;
-  /** The broker state on disk (absent with aedes' in-memory persistence). */
-  persistence?: BrokerStateStats;
-}
-
-export type RefusalReason = 'bad_credentials' | 'not_authorized' | 'bad_client_id' | 'unsupported_version' | 'other';
-
-/** The reason of a CONNACK return code (MQTT 3.1.1 numbering; MQTT 5 clients get the matching reason code). */
-export function refusalReasonOf(returnCode: number): RefusalReason {
-  switch (returnCode) {
-    case 1:
-      return 'unsupported_version';
-    case 2:
-      return 'bad_client_id';
-    case 4:
-      return 'bad_credentials';
-    case 5:
-      return 'not_authorized';
-    default:
-      return 'other';
-  }
 }
 
 export interface EnhancedAuthInfo {
@@ -136,7 +93,6 @@ export interface Broker {
   dataPlane(): DataPlane;
 }
 
-/** See Broker.dataPlane(). */
 /** MQTT 5 properties a data-plane message carries end to end (clients of 3.1.1 do not see them). */
 export interface DataPlaneProperties {
   correlationData?: Buffer;
@@ -226,6 +182,7 @@ class GatewayBroker implements Broker {
     subscriptionsRefused: 0,
     forwardsRefused: 0,
     rateLimitDisconnects: 0,
+    rateLimitPauses: 0,
     oversizeDisconnects: 0,
     queueDrops: 0,
     revocationDisconnects: 0,
@@ -399,7 +356,7 @@ class GatewayBroker implements Broker {
           ws.terminate();
           return;
         }
-        const stream = createWebSocketStream(ws);
+        const stream = mqttStreamOf(ws);
         stream.on('error', () => {}); // reported through the Aedes client
         this.accept(stream, 'ws', req.socket.remoteAddress ?? '', req);
       });
@@ -758,14 +715,25 @@ class GatewayBroker implements Broker {
       return callback(new Error('publish not authorized'));
     }
     // The will is published while the client closes: not subject to the rate limit.
-    if (!client.closed && !st.bucket.take()) {
-      this.counters.rateLimitDisconnects++;
-      this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
-        clientId: client.id,
-        username: st.principal.username,
-        limitPerSecond: this.cfg.maxPublishesPerSecond,
-      });
-      return callback(new Error('publish rate limit exceeded'));
+    if (!client.closed) {
+      const now = Date.now();
+      if (!st.bucket.take(now)) {
+        st.overLimitSince ??= now;
+        if (now - st.overLimitSince >= this.cfg.rateLimitGraceSeconds * 1000) {
+          this.counters.rateLimitDisconnects++;
+          this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
+            clientId: client.id,
+            username: st.principal.username,
+            limitPerSecond: this.cfg.maxPublishesPerSecond,
+            overForSeconds: Math.round((now - st.overLimitSince) / 1000),
+          });
+          return callback(new Error('publish rate limit exceeded'));
+        }
+        // Slowed down, not dropped: this publish goes through, the next ones wait.
+        this.slowDown(client, st);
+      } else if (st.overLimitSince !== undefined && st.bucket.level(now) >= 0.5) {
+        st.overLimitSince = undefined; // calm again: half its burst has refilled
+      }
     }
     const raw = packet.topic;
     const prefix = st.principal.publishPrefix;
@@ -786,6 +754,20 @@ class GatewayBroker implements Broker {
     if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
     this.counters.messagesReceived++;
     callback(null);
+  }
+
+  /** Stops reading a client's socket until its publish allowance has a token again. */
+  private slowDown(client: Client, st: ClientState): void {
+    if (st.slowed) return;
+    // aedes 2's Client has pause()/resume() (stop and restart reading its socket), untyped.
+    const reader = client as unknown as { pause(): void; resume(): void };
+    st.slowed = true;
+    this.counters.rateLimitPauses++;
+    setTimeout(() => {
+      st.slowed = false;
+      if (!client.closed) reader.resume();
+    }, Math.max(1, st.bucket.msUntilToken())).unref();
+    reader.pause();
   }
 
   private publishRefused(client: Client, st: ClientState, topic: string, reason: string): void {

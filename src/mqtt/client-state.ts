@@ -17,6 +17,10 @@ export class ClientState {
   refuseReason = '';
   /** The refusal of this connection was logged and counted (aedes may report it once more). */
   refusalCounted = false;
+  /** Since when the client publishes faster than its allowance (undefined: it does not). */
+  overLimitSince: number | undefined;
+  /** Its socket is not read until its allowance has a token again. */
+  slowed = false;
   /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
   revoked = false;
   /**

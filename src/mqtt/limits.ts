@@ -86,6 +86,18 @@ export class TokenBucket {
     }
     return false;
   }
+
+  /** Tokens available now, as a share of the burst (0..1). */
+  level(now = Date.now()): number {
+    const tokens = Math.min(this.ratePerSecond, this.tokens + ((now - this.refilledAt) * this.ratePerSecond) / 1000);
+    return tokens / this.ratePerSecond;
+  }
+
+  /** Milliseconds until one token is available. */
+  msUntilToken(now = Date.now()): number {
+    const missing = 1 - (this.tokens + ((now - this.refilledAt) * this.ratePerSecond) / 1000);
+    return missing <= 0 ? 0 : Math.ceil((missing * 1000) / this.ratePerSecond);
+  }
 }
 
 /**

@@ -2,7 +2,7 @@
 // written for Mosquitto work unchanged. Published retained every interval from the same
 // counters as /metrics (BrokerStats); retained `$SYS` messages stay in memory (no flash writes).
 // Only users with a read permission on them can subscribe: `#` never matches `$` topics.
-import type { BrokerStats } from './broker.js';
+import type { BrokerStats } from './broker-stats.js';
 
 export interface SysTopicsDeps {
   stats: () => BrokerStats;

@@ -11,8 +11,19 @@
 // half the B-tree pages touched per commit, matters on flash.
 import { prefixRange } from '../../store/index.js';
 import type { StoredPacket } from './aedes-modules.js';
-import type { Session } from './sessions.js';
 import { REMOVED, type WriteBehind } from './write-behind.js';
+
+/** What the queues read and keep on a session (sessions.ts's Session is one). */
+export interface QueuedSession {
+  readonly key: string;
+  /** Entries held, and the next sequence number. */
+  queued: number;
+  nextSeq: number;
+  /** Set on the first dropped message of a full queue, cleared when it has room again. */
+  dropping: boolean;
+  /** Where its queued packets are, while its client is connected. */
+  queueIndex: QueueIndex | undefined;
+}
 
 /** Entries read from disk per step of a stream. */
 const BATCH = 64;
@@ -47,7 +58,7 @@ export class OutgoingQueues {
   ) {}
 
   /** Reads the count and last sequence number of a session's queue (keys only). */
-  load(session: Session): void {
+  load(session: QueuedSession): void {
     const { start, end } = prefixRange(session.key);
     session.queued = this.records.db.getKeysCount({ start, end });
     for (const key of this.records.db.getKeys({ start: end, end: start, reverse: true, limit: 1 })) {
@@ -56,7 +67,7 @@ export class OutgoingQueues {
   }
 
   /** Appends a packet; false (dropped) when the session holds maxQueued already (tail drop, as mosquitto). */
-  enqueue(session: Session, packet: StoredPacket): boolean {
+  enqueue(session: QueuedSession, packet: StoredPacket): boolean {
     if (session.queued >= this.maxQueued) return false;
     const seq = session.nextSeq++;
     session.queued++;
@@ -69,7 +80,7 @@ export class OutgoingQueues {
    * Records the messageId aedes assigned to a queued publish (found by brokerId + brokerCounter),
    * or replaces the entry of that messageId by a PUBREL. Throws 'no such packet' like aedes-persistence.
    */
-  update(session: Session, packet: StoredPacket): void {
+  update(session: QueuedSession, packet: StoredPacket): void {
     const index = this.index(session);
     const counter = counterKey(packet);
     const bySeq = counter === undefined ? undefined : index.byCounter.get(counter);
@@ -95,7 +106,7 @@ export class OutgoingQueues {
   }
 
   /** Removes the entry acknowledged by `packet` (by messageId, else by brokerId + brokerCounter) and returns it. */
-  clear(session: Session, packet: Partial<StoredPacket>): StoredPacket | undefined {
+  clear(session: QueuedSession, packet: Partial<StoredPacket>): StoredPacket | undefined {
     const index = this.index(session);
     const counter = counterKey(packet);
     const seq = packet.messageId !== undefined ? index.byMessageId.get(packet.messageId) : counter !== undefined ? index.byCounter.get(counter) : undefined;
@@ -115,7 +126,7 @@ export class OutgoingQueues {
   }
 
   /** Removes every entry of a session. */
-  wipe(session: Session): void {
+  wipe(session: QueuedSession): void {
     const { start, end } = prefixRange(session.key);
     this.records.removeOwnedBy(session.key, start, end, (key) => recordId(...(key as [string, number])));
     session.queued = 0;
@@ -124,7 +135,7 @@ export class OutgoingQueues {
   }
 
   /** The session's lookup table, built from one scan of its queue when missing. */
-  private index(session: Session): QueueIndex {
+  private index(session: QueuedSession): QueueIndex {
     if (session.queueIndex) return session.queueIndex;
     const index = new QueueIndex();
     for (const [seq, packet] of this.scan(session.key)) index.add(seq, packet);

@@ -4,7 +4,7 @@
 // costs O(topic levels), not O(subscriptions). Queued messages stay on disk (outgoing-queues.ts).
 import { createSubscriptionTrie, type SubscriptionTrie } from './aedes-modules.js';
 import { CLIENT_KEY_BYTES, FILTER_KEY_BYTES, boundedKey } from './keys.js';
-import type { QueueIndex } from './outgoing-queues.js';
+import type { QueueIndex, QueuedSession } from './outgoing-queues.js';
 import type { WriteBehind } from './write-behind.js';
 
 /** What aedes passes as a subscription (SUBSCRIBE payload entry, MQTT 5 options included). */
@@ -41,7 +41,7 @@ export interface SessionClient {
   connected?: boolean;
 }
 
-export class Session {
+export class Session implements QueuedSession {
   readonly subscriptions = new Map<string, SubscriptionOptions>();
   /** Outgoing queue: entries held and the next sequence number (maintained by OutgoingQueues). */
   queued = 0;
