@@ -3,12 +3,12 @@
 // unit without AF_NETLINK stops it from ever starting ("uv_interface_addresses returned Unknown
 // system error 97"). Where systemd is absent the restriction is applied by a seccomp filter
 // (test/support/restrict-address-families.py) with the families read from the unit file.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { ADMIN_PASSWORD, mainScript, tempDir } from './support/harness.js';
+import { ADMIN_PASSWORD, startDaemonProcess, tempDir } from './support/harness.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const unitFile = join(root, 'systemd/gatewayd.service');
@@ -27,46 +27,20 @@ const SERVICE = `resources:
       options: {port: 0, securityModes: [None]}
 `;
 
-/** Starts the daemon under the families given; resolves with the OPC UA server's state or the failure. */
+/** Starts the daemon under the families given; resolves with the OPC UA server's state and whether listing interfaces was refused. */
 async function opcuaServerUnder(families: string): Promise<{ state?: string; refusedListing: boolean; lines: string[] }> {
   const dataDir = tempDir('gatewayd-unit-');
   const services = join(dataDir, 'services');
   mkdirSync(services, { recursive: true });
   writeFileSync(join(services, 'opc.yaml'), SERVICE);
-  const child = spawn(PYTHON, [launcher, families, process.execPath, mainScript], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      GATEWAYD_DATA_DIR: dataDir,
-      GATEWAYD_HOST: '127.0.0.1',
-      GATEWAYD_HTTP_PORT: '0',
-      GATEWAYD_MQTT_PORT: '0',
-      GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      GATEWAYD_SET__AUTH__PASSWORD_HASH_COST: '10',
-      GATEWAYD_SET__MAPPING__SERVICESDIR: services,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => lines.push(d.toString()));
+  const daemon = await startDaemonProcess(dataDir, { GATEWAYD_SET__MAPPING__SERVICESDIR: services }, { launcher: [PYTHON, launcher, families] });
+  const text = () => daemon.lines.map((l) => JSON.stringify(l)).join('\n');
   try {
-    const port = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ready line: ${out.slice(-2000)}`)), 30_000);
-      child.stdout!.on('data', () => {
-        const ready = out.split('\n').find((l) => l.includes('"message":"ready"'));
-        if (ready) {
-          clearTimeout(timer);
-          resolve(JSON.parse(ready).http as number);
-        }
-      });
-      child.once('exit', (code) => reject(new Error(`exited ${code}: ${out.slice(-2000)} ${lines.join('')}`)));
-    });
-    const base = `http://127.0.0.1:${port}`;
-    const token = ((await (await fetch(`${base}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }) })).json()) as { token: string }).token;
+    const base = `http://127.0.0.1:${daemon.ready.http as number}`;
+    const login = await fetch(`${base}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }) });
+    const token = ((await login.json()) as { token: string }).token;
     // Bounded wait: the server enabled, or the interface listing refused (logged, retried).
-    const refusedListing = () => /uv_interface_addresses|EAFNOSUPPORT|error 97/.test(out + lines.join(''));
+    const refusedListing = () => /uv_interface_addresses|EAFNOSUPPORT|error 97/.test(text());
     let state: string | undefined;
     for (let i = 0; i < 100; i++) {
       const srv = (await (await fetch(`${base}/api/servers/opc.srv`, { headers: { authorization: `Bearer ${token}` } })).json()) as { currentState?: string };
@@ -74,10 +48,10 @@ async function opcuaServerUnder(families: string): Promise<{ state?: string; ref
       if (state === 'enabled' || refusedListing()) break;
       await new Promise((r) => setTimeout(r, 200));
     }
-    return { state, refusedListing: refusedListing(), lines: out.split('\n') };
+    return { state, refusedListing: refusedListing(), lines: text().split('\n') };
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
+    daemon.child.kill('SIGTERM');
+    await daemon.exited;
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -142,8 +142,19 @@ export async function startGateway(options: { overrides?: Record<string, unknown
 export const mainScript = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
 /** The daemon as a separate process (for signals and SIGKILL); resolves on its ready line. */
-export async function startDaemonProcess(dataDir: string, env: Record<string, string> = {}, as: { uid?: number; gid?: number } = {}): Promise<{ child: ChildProcess; ready: Record<string, any>; lines: Record<string, any>[]; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [mainScript], {
+/**
+ * The real daemon process on `dataDir`, resolved at its ready line. `as`: another user (tests
+ * running as root start an unprivileged daemon); `launcher`: a command that runs node for it
+ * (a seccomp filter).
+ */
+export async function startDaemonProcess(
+  dataDir: string,
+  env: Record<string, string> = {},
+  as: { uid?: number; gid?: number; launcher?: string[] } = {},
+): Promise<{ child: ChildProcess; ready: Record<string, any>; lines: Record<string, any>[]; exited: Promise<number | null> }> {
+  const { launcher = [], ...user } = as;
+  const [command, ...prefix] = launcher.length ? launcher : [process.execPath];
+  const child = spawn(command!, launcher.length ? [...prefix, process.execPath, mainScript] : [mainScript], {
     env: {
       PATH: process.env.PATH ?? '',
       GATEWAYD_DATA_DIR: dataDir,
@@ -157,7 +168,7 @@ export async function startDaemonProcess(dataDir: string, env: Record<string, st
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
-    ...as, // another user (tests running as root start an unprivileged daemon)
+    ...user,
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines: Record<string, any>[] = [];
