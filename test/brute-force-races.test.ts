@@ -67,6 +67,12 @@ describe('brute force that cannot be raced', function () {
       expect(after.status, 'banned, even with the right code').to.equal(429);
     });
 
+    it('lets 40 devices sharing one username connect at once with the right password (MQTT)', async () => {
+      const fleet = await gw.userWith([{ resource: 'fleet/#', operation: 'write', context: 'mqtt' }]);
+      const codes = await Promise.all(Array.from({ length: 40 }, (_, i) => connackCode(gw.ports.mqtt, { username: fleet.username, password: GOOD_PASSWORD, clientId: `fleet-${i}`, reconnectPeriod: 0 })));
+      expect(codes.every((c) => c === 0), JSON.stringify(codes)).to.equal(true);
+    });
+
     it('keeps a lock however many made-up usernames fail after it', async () => {
       const small = await startGateway({ overrides: { auth: { loginThrottle: { maxTrackedUsernames: 20, maxFailuresPerAddress: 0 } } } });
       try {

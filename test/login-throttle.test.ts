@@ -49,11 +49,22 @@ describe('brute-force protection', () => {
       expect(refused).to.be.instanceOf(TooManyRequestsError);
     });
 
-    it('reserves attempts: at most maxAttempts checks run at once for one username', async () => {
+    it('reserves attempts: at most maxAttempts checks run at once for one username, the rest wait their turn', async () => {
       const t = createLoginThrottle({ ...options, maxAttempts: 5, lockoutSeconds: 60, maxTrackedUsernames: 50 });
-      const outcomes = await Promise.allSettled(Array.from({ length: 60 }, () => t.begin('u')));
-      expect(outcomes.filter((o) => o.status === 'fulfilled')).to.have.length(5);
-      expect(outcomes.filter((o) => o.status === 'rejected').every((o) => (o as PromiseRejectedResult).reason instanceof TooManyRequestsError)).to.equal(true);
+      const pending = Array.from({ length: 60 }, () => t.begin('u'));
+      const settledNow = await Promise.race([Promise.all(pending.slice(0, 5)), new Promise((r) => setTimeout(r, 1000, 'timeout'))]);
+      expect(settledNow, 'five run at once').to.be.an('array').with.length(5);
+      // Five wrong guesses: the username locks, and everyone still waiting is refused.
+      for (const attempt of settledNow as Awaited<(typeof pending)[number]>[]) attempt.failed();
+      const rest = await Promise.allSettled(pending.slice(5));
+      expect(rest.every((o) => o.status === 'rejected' && o.reason instanceof TooManyRequestsError)).to.equal(true);
+    });
+
+    it('lets a fleet sharing a username in: each waiting check runs when one before it succeeds', async () => {
+      const t = createLoginThrottle({ ...options, maxAttempts: 3, lockoutSeconds: 60, maxTrackedUsernames: 50 });
+      const attempts = Array.from({ length: 30 }, async () => (await t.begin('fleet')).succeeded());
+      const outcomes = await Promise.allSettled(attempts);
+      expect(outcomes.every((o) => o.status === 'fulfilled')).to.equal(true);
     });
 
     it('refuses an address after maxFailuresPerAddress failures across usernames', async () => {

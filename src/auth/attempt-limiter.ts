@@ -41,7 +41,14 @@ interface Counter {
   failures: number;
   inFlight: number;
   lastFailure: number;
+  /** Attempts waiting for an evaluation in flight to end (woken one per settle, all on a lock). */
+  waiters: (() => void)[];
 }
+
+/** Attempts that may wait for one key at once; beyond, 429 at once. */
+const MAX_WAITING = 256;
+/** How long an attempt waits for its turn at most. */
+const MAX_WAIT_MS = 10_000;
 
 export function createAttemptLimiter(options: AttemptLimiterOptions) {
   const now = options.now ?? (() => Date.now());
@@ -59,14 +66,19 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
   function counterOf(key: string, t: number): Counter {
     let c = counters.get(key);
     // A quiet period as long as a lock forgets earlier failures.
-    if (c && c.inFlight === 0 && t - c.lastFailure > options.lockMs) {
+    if (c && c.inFlight === 0 && c.waiters.length === 0 && t - c.lastFailure > options.lockMs) {
       counters.delete(key);
       c = undefined;
     }
     if (!c) {
-      c = { failures: 0, inFlight: 0, lastFailure: 0 };
+      c = { failures: 0, inFlight: 0, lastFailure: 0, waiters: [] };
       counters.set(key, c);
-      while (counters.size > options.maxTrackedKeys) counters.delete(counters.keys().next().value as string);
+      while (counters.size > options.maxTrackedKeys) {
+        const [oldest, evicted] = counters.entries().next().value as [string, Counter];
+        counters.delete(oldest);
+        // Its waiters look again (and find a fresh counter).
+        for (const wake of evicted.waiters.splice(0)) wake();
+      }
     }
     return c;
   }
@@ -85,16 +97,34 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
     },
 
     /**
-     * Reserves one evaluation for `key` (429 while locked or while maxAttempts are already
-     * failed or being evaluated), after the delay its failures earn.
+     * Reserves one evaluation for `key`, after the delay its failures earn. 429 while the key is
+     * locked. While maxAttempts evaluations are failed or running, a new one waits for one of
+     * them to end (a fleet of devices sharing a username all get in; guesses run out into the
+     * lock), and is refused if too many wait or it waited too long.
      */
     async begin(key: string): Promise<Attempt> {
-      const t = now();
-      sweepLocks(t);
-      const until = locks.get(key);
-      if (until !== undefined && until > t) throw tooMany(until - t);
-      const c = counterOf(key, t);
-      if (c.failures + (options.countInFlight === false ? 0 : c.inFlight) >= options.maxAttempts) throw tooMany(options.lockMs);
+      let c: Counter;
+      for (let waited = 0; ; waited++) {
+        const t = now();
+        sweepLocks(t);
+        const until = locks.get(key);
+        if (until !== undefined && until > t) throw tooMany(until - t);
+        c = counterOf(key, t);
+        if (c.failures + (options.countInFlight === false ? 0 : c.inFlight) < options.maxAttempts) break;
+        if (c.inFlight === 0 || c.waiters.length >= MAX_WAITING || waited > options.maxAttempts + MAX_WAITING) throw tooMany(options.lockMs);
+        const counter = c;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            counter.waiters = counter.waiters.filter((w) => w !== wake);
+            resolve();
+          }, MAX_WAIT_MS);
+          const wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          counter.waiters.push(wake);
+        });
+      }
       c.inFlight += 1;
       let settled = false;
       const settle = () => {
@@ -103,6 +133,7 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
         c.inFlight -= 1;
         return true;
       };
+      const wakeNext = () => c.waiters.shift()?.();
       const attempt: Attempt = {
         failed() {
           if (!settle()) return;
@@ -112,15 +143,18 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
             locks.delete(key);
             locks.set(key, c.lastFailure + options.lockMs);
             c.failures = 0;
-          }
+            // Everyone waiting now meets the lock.
+            for (const wake of c.waiters.splice(0)) wake();
+          } else wakeNext();
         },
         succeeded() {
           if (!settle()) return;
           if (options.resetOnSuccess !== false) c.failures = 0;
-          if (c.inFlight === 0 && c.failures === 0 && counters.get(key) === c) counters.delete(key);
+          if (c.inFlight === 0 && c.failures === 0 && c.waiters.length === 0 && counters.get(key) === c) counters.delete(key);
+          wakeNext();
         },
         release() {
-          settle();
+          if (settle()) wakeNext();
         },
       };
       const over = c.failures - (options.freeAttempts ?? options.maxAttempts);
