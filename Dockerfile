@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
-# gatewayd on the current Node LTS (26). Build: docker build -t gatewayd .
+# gatewayd on Node 24 LTS (see README "Running it as a service" for why not 26). Build: docker build -t gatewayd .
 # Run:   docker run -p 8080:8080 -p 1883:1883 -p 8883:8883 -v gatewayd-data:/var/lib/gatewayd \
 #          -v gatewayd-services:/etc/gatewayd/services gatewayd
-FROM node:26-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -16,7 +16,7 @@ RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 # Runtime: production dependencies and compiled code only, non-root, tini as PID 1 (it reaps the
 # child processes that restores and openssl start, and forwards SIGTERM).
-FROM node:26-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     GATEWAYD_DATA_DIR=/var/lib/gatewayd \

@@ -97,8 +97,8 @@ describe('Docker image', () => {
     return start.slice(start.indexOf('node') + 1, start.findIndex((w) => w.endsWith('main.js'))).filter((f) => f !== '--enable-source-maps');
   };
 
-  it('builds and runs on the current Node LTS with tini, a readiness HEALTHCHECK and volumes for data and services', () => {
-    for (const from of instructions('FROM')) expect(from).to.match(/^node:26-/);
+  it('builds and runs on Node 24 LTS with tini, a readiness HEALTHCHECK and volumes for data and services', () => {
+    for (const from of instructions('FROM')) expect(from).to.match(/^node:24-/);
     expect(instructions('ENTRYPOINT')).to.deep.equal(['["/usr/bin/tini", "--"]']);
     expect(dockerfile).to.match(/HEALTHCHECK [^\n]*\\\n\s+CMD [^\n]*\/health\/ready/);
     expect(instructions('VOLUME')[0]).to.include('/var/lib/gatewayd').and.include('/etc/gatewayd/services');
