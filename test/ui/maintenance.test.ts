@@ -39,9 +39,24 @@ describe('web UI: maintenance', function () {
     const admin = await gw.login();
     expect((await gw.api('GET', '/api/listUsers?username%5Beq%5D=after-backup', { token: admin })).body.users).to.have.lengthOf(1);
 
+    // The upload is held (the archive is a few KB: on loopback it would be gone at once) so that
+    // the page is seen showing its progress before the gateway answers.
+    let releaseUpload!: () => void;
+    const held = new Promise<void>((resolve) => (releaseUpload = resolve));
+    await page.route('**/api/maintenance/db/restore', async (route) => {
+      await held;
+      await route.continue();
+    });
     await page.getByLabel('Backup archive (.tar.gz)').setInputFiles(path);
     await page.getByRole('button', { name: 'Restore from this archive' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Restore' }).click();
+    const progress = page.getByRole('progressbar', { name: 'Upload progress' });
+    await progress.waitFor();
+    await page.getByText(/Uploading: \d{1,3} %/).waitFor();
+    expect(Number(await progress.getAttribute('value'))).to.be.within(0, 1);
+    expect(await page.getByRole('button', { name: 'Restore from this archive' }).isDisabled()).to.equal(true);
+    releaseUpload();
+    await progress.waitFor({ state: 'detached' });
     await page.getByText(/Last restore succeeded/).waitFor({ timeout: 20_000 });
     await page.getByText('The archive was accepted; the store is being restored.').waitFor();
     expect(await page.getByRole('alert').count()).to.equal(0);

@@ -137,7 +137,9 @@ export function AccountPage() {
           <dt>Username</dt>
           <dd>{s.username}</dd>
           <dt>Session valid until</dt>
-          <dd data-volatile>{formatDate(s.expiresAt)}</dd>
+          <dd>
+            <span data-volatile>{formatDate(s.expiresAt)}</span>
+          </dd>
           <dt>Permissions</dt>
           <dd>{s.permissions.length === 0 ? 'none' : s.permissions.map((p) => `${p.context} ${p.operation} ${p.resource}`).join(' · ')}</dd>
         </dl>

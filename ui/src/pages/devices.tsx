@@ -181,7 +181,9 @@ function Requests(props: { requests: PendingRegistration[] | undefined; error: u
                 {r.permissions?.length ? <p>Permissions: {r.permissions.map(permissionText).join(' · ')}</p> : null}
                 {!r.roles?.length && !r.permissions?.length && '—'}
               </td>
-              <td data-volatile>{formatDate(r.timestamp)}</td>
+              <td>
+                <span data-volatile>{formatDate(r.timestamp)}</span>
+              </td>
               <td class="actions">
                 {r.granted ? (
                   <span class="badge good">confirmed, waiting for the device</span>
@@ -299,9 +301,13 @@ function TrustedCertificates() {
                 {!c.removable && <p class="hint">the gateway CA</p>}
               </th>
               <td>{certName(c.issuedBy)}</td>
-              <td data-volatile>{formatDate(c.expiresOn)}</td>
-              <td data-volatile>
-                <Code>{c.id.slice(0, 16) + '…'}</Code>
+              <td>
+                <span data-volatile>{formatDate(c.expiresOn)}</span>
+              </td>
+              <td>
+                <span data-volatile>
+                  <Code>{c.id.slice(0, 16) + '…'}</Code>
+                </span>
               </td>
               <td class="actions">
                 <Button class="small" aria-label={`View ${certName(c.issuedTo)}`} onClick={() => setViewing(c)}>

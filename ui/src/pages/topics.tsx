@@ -12,7 +12,8 @@ import { TopicStore, type TopicNode } from './topic-store.js';
 const MAX_TOPICS = 5000;
 const RECONNECT_MS = 3000;
 
-type Status = { kind: 'connecting' | 'connected' | 'closed' | 'refused'; text: string };
+/** `url`, when set, is shown after the text (masked in screenshots: its port changes from run to run). */
+type Status = { kind: 'connecting' | 'connected' | 'closed' | 'refused'; text: string; url?: string; after?: string };
 interface Subscription {
   filter: string;
   state: 'pending' | 'granted' | 'refused';
@@ -110,7 +111,7 @@ export function TopicsPage() {
       });
       client.current = c;
       c.on('connect', () => {
-        setStatus({ kind: 'connected', text: `Connected to ${brokerUrl()} as ${s.username}.` });
+        setStatus({ kind: 'connected', text: 'Connected to ', url: brokerUrl(), after: ` as ${s.username}.` });
         for (const sub of subsRef.current) if (sub.state !== 'refused') subscribeTo(c, sub.filter, setSubs);
       });
       c.on('message', (topic, body, packet) => {
@@ -210,7 +211,9 @@ export function TopicsPage() {
         <ErrorMessage error={new Error(status.text)} title="Broker" />
       ) : (
         <Notice kind={status.kind === 'connected' ? 'success' : 'warning'}>
-          <span data-volatile>{status.text}</span>
+          {status.text}
+          {status.url && <span data-volatile>{status.url}</span>}
+          {status.after}
         </Notice>
       )}
 

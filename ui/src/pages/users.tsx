@@ -308,10 +308,16 @@ function Tokens(props: { user: User }) {
           {tokens.data.map((t) => (
             <tr key={t.fingerprint}>
               <td>{t.label || '—'}</td>
-              <td data-volatile>{formatDate(t.createdAt)}</td>
-              <td data-volatile>{formatDate(t.expiresAt)}</td>
-              <td data-volatile>
-                <Code>{t.fingerprint.slice(0, 16) + '…'}</Code>
+              <td>
+                <span data-volatile>{formatDate(t.createdAt)}</span>
+              </td>
+              <td>
+                <span data-volatile>{formatDate(t.expiresAt)}</span>
+              </td>
+              <td>
+                <span data-volatile>
+                  <Code>{t.fingerprint.slice(0, 16) + '…'}</Code>
+                </span>
               </td>
               <td class="actions">
                 <ConfirmButton
@@ -425,8 +431,10 @@ function ExistingUser(props: { id: string }) {
         <dt>Identity provider</dt>
         <dd>{u.identityProvider}</dd>
         <dt>Id</dt>
-        <dd data-volatile>
-          <Code>{u.id}</Code>
+        <dd>
+          <span data-volatile>
+            <Code>{u.id}</Code>
+          </span>
         </dd>
         <dt>Two-factor</dt>
         <dd>
