@@ -14,7 +14,7 @@ import type { MaintenanceOperation, MaintenanceStatus, PasswordPolicy } from '..
 function Policies() {
   const password = useAsync(() => api<PasswordPolicy>('GET', '/api/policy/password'), []);
   const username = useAsync(() => api<{ min: number }>('GET', '/api/policy/username'), []);
-  const rule = (n: number, what: string) => (n > 0 ? `at least ${n} ${what}` : `${what}: no rule`);
+  const rule = (n: number, one: string, many: string) => (n > 0 ? `at least ${n} ${n === 1 ? one : many}` : `${many}: no rule`);
   return (
     <section class="panel" aria-labelledby="policy-title">
       <h2 id="policy-title">Password and username policy</h2>
@@ -25,11 +25,11 @@ function Policies() {
           <h3>Passwords</h3>
           {password.data ? (
             <ul>
-              <li>{rule(password.data.min, 'characters')}</li>
-              <li>{rule(password.data.lower, 'lower-case letters')}</li>
-              <li>{rule(password.data.upper, 'upper-case letters')}</li>
-              <li>{rule(password.data.numeric, 'digits')}</li>
-              <li>{rule(password.data.symbol, 'symbols or punctuation characters')}</li>
+              <li>{rule(password.data.min, 'character', 'characters')}</li>
+              <li>{rule(password.data.lower, 'lower-case letter', 'lower-case letters')}</li>
+              <li>{rule(password.data.upper, 'upper-case letter', 'upper-case letters')}</li>
+              <li>{rule(password.data.numeric, 'digit', 'digits')}</li>
+              <li>{rule(password.data.symbol, 'symbol or punctuation character', 'symbols or punctuation characters')}</li>
             </ul>
           ) : (
             !password.error && <Loading />
@@ -39,7 +39,7 @@ function Policies() {
           <h3>Usernames</h3>
           {username.data ? (
             <ul>
-              <li>{rule(username.data.min, 'characters')}</li>
+              <li>{rule(username.data.min, 'character', 'characters')}</li>
             </ul>
           ) : (
             !username.error && <Loading />
@@ -67,13 +67,18 @@ function Outcome(props: { op: MaintenanceOperation | undefined; running: boolean
     );
   }
   const when = <span data-volatile>{formatDate(op.endDate ?? op.startDate)}</span>;
+  // The outcome on a line of its own: it names archives and dates (masked in screenshots).
   return op.succeeded ? (
     <Notice kind="success">
-      Last {props.what} succeeded ({when}): <span data-volatile>{op.statusMessage ?? op.id}</span>
+      Last {props.what} succeeded ({when}):
+      <br />
+      <span data-volatile>{op.statusMessage ?? op.id}</span>
     </Notice>
   ) : (
     <div class="alert error" role="alert">
-      <strong>Last {props.what} failed</strong> ({when}): <span class="message">{op.statusMessage ?? op.id}</span>
+      <strong>Last {props.what} failed</strong> ({when}):
+      <br />
+      <span class="message">{op.statusMessage ?? op.id}</span>
     </div>
   );
 }
