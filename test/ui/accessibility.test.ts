@@ -29,15 +29,31 @@ describe('web UI: accessibility, keyboard and tablets', function () {
   let gw!: TestGateway;
   useGateway((g) => (gw = g));
 
-  it('passes axe on every page at desktop width', async () => {
+  it('passes axe on every page at desktop width, and never loads a whole table of users, roles or permissions', async () => {
     const { page } = b;
+    const calls: string[] = [];
+    page.on('request', (r) => {
+      const url = new URL(r.url());
+      if (url.pathname.startsWith('/api/')) calls.push(`${r.method()} ${url.pathname}`);
+    });
     await signIn(page, gw.baseUrl);
-    for (const [path, heading] of pages) {
+    const admin = await gw.login();
+    const adminUser = (await gw.api('GET', '/api/listUsers?username%5Beq%5D=admin', { token: admin })).body.users[0];
+    const adminRole = adminUser.roles.find((r: { isShared: boolean }) => r.isShared);
+    const detail: [string, string][] = [
+      [`/users/${adminUser.id}`, 'User admin'],
+      [`/roles/${encodeURIComponent(adminRole.id)}`, `Role ${adminRole.name}`],
+    ];
+    for (const [path, heading] of [...pages, ...detail]) {
       await page.goto(gw.baseUrl + path);
       await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
       await page.locator('.loading').first().waitFor({ state: 'detached' });
       await expectAccessible(page, path);
     }
+    // The paged calls only (listUsers, roles/page, permissions/page): a gateway may hold thousands of devices.
+    const wholeTables = ['/api/users', '/api/users/usernames', '/api/users/ids', '/api/roles', '/api/roles/names', '/api/permissions', '/api/permissions/ids'];
+    expect(calls.filter((c) => wholeTables.some((t) => c === `GET ${t}`))).to.deep.equal([]);
+    expect(calls).to.include.members(['GET /api/listUsers', 'GET /api/roles/page', 'GET /api/permissions/page']);
   });
 
   it('fits a tablet in portrait, with the navigation behind a menu button, and passes axe there', async () => {
