@@ -1,7 +1,9 @@
-// Maintenance in a real browser: the policies, a backup with its progress and the download of
-// the archive, a restore of that archive (upload with progress, then the outcome read from
+// Maintenance in a real browser: the policies, a backup with its progress (the store's snapshot
+// held until the page shows it running) and the download of the archive, a restore of that
+// archive (upload with progress, then the outcome read from
 // GET /api/maintenance/db, which stays readable during the swap), and a refused archive.
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,8 +27,25 @@ describe('web UI: maintenance', function () {
     await signIn(page, gw.baseUrl, { path: '/maintenance' });
     await page.getByText('at least 8 characters').waitFor();
     await page.getByText('No backup yet.').waitFor();
-    await page.getByRole('button', { name: 'Start a backup' }).click();
+    // The store's snapshot is held until the page has shown the backup running.
+    const store = gw.services.store;
+    const snapshot = store.backup.bind(store);
+    let releaseBackup!: () => void;
+    const backupHeld = new Promise<void>((resolve) => (releaseBackup = resolve));
+    const hold = sinon.stub(store, 'backup').callsFake(async (dest) => {
+      await backupHeld;
+      return snapshot(dest);
+    });
+    try {
+      await page.getByRole('button', { name: 'Start a backup' }).click();
+      await page.getByRole('progressbar', { name: 'backup in progress' }).waitFor();
+      await page.getByText(/Backup running: .+\(\d+ s\)/).waitFor();
+      expect(await page.getByRole('button', { name: 'Start a backup' }).isDisabled()).to.equal(true);
+    } finally {
+      releaseBackup();
+    }
     await page.getByText(/Last backup succeeded/).waitFor({ timeout: 20_000 });
+    hold.restore();
 
     const [archive] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download the newest backup' }).click()]);
     expect(archive.suggestedFilename()).to.match(/^0\.1\.0_.+\.tar\.gz$/);
