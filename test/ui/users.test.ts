@@ -77,6 +77,31 @@ describe('web UI: users, roles and permissions', function () {
     await screenshot(page, 'user');
   });
 
+  it("edits a user's details and direct permissions, and the broker follows the new permissions", async () => {
+    const { page } = b;
+    const u = await gw.userWith([{ resource: 'plant/a/#', operation: 'read', context: 'mqtt' }], 'sensor-edit');
+    await signIn(page, gw.baseUrl, { path: `/users/${u.id}` });
+    await page.getByRole('heading', { name: 'User sensor-edit' }).waitFor();
+
+    const details = page.getByRole('region', { name: 'Details' });
+    await details.getByLabel('MQTT publish prefix').fill('site-1/');
+    await details.getByRole('button', { name: 'Save details' }).click();
+    await details.getByText('Saved.', { exact: true }).waitFor();
+    expect((await gw.api('GET', `/api/users/${u.id}`, { token: admin })).body.mqttPublishPrefix).to.equal('site-1/');
+
+    const direct = page.getByRole('region', { name: 'Direct permissions' });
+    expect(await direct.getByLabel('Resource 1').inputValue()).to.equal('plant/a/#');
+    await direct.getByLabel('Resource 1').fill('plant/b/#');
+    await direct.getByRole('button', { name: 'Save permissions' }).click();
+    await direct.getByText('Permissions saved.').waitFor();
+    const own = (await gw.api('GET', `/api/users/${u.id}`, { token: admin })).body.roles.find((r: { isShared: boolean }) => !r.isShared);
+    expect(own.permissions.map((p: { resource: string }) => p.resource)).to.deep.equal(['plant/b/#']);
+
+    const client = await connect(gw.ports.mqtt, { username: 'sensor-edit', password: GOOD_PASSWORD });
+    expect(await subscribe(client, 'plant/b/#', 1)).to.deep.equal([1]);
+    expect(await subscribe(client, 'plant/a/#', 1)).to.deep.equal([128]);
+  });
+
   it('shows an API refusal with its message (duplicate username, 409)', async () => {
     const { page } = b;
     await signIn(page, gw.baseUrl, { path: '/users/new' });
@@ -164,6 +189,17 @@ describe('web UI: users, roles and permissions', function () {
     ]);
     await expectAccessible(page, 'a role page');
     await screenshot(page, 'role');
+
+    // Renaming keeps the page (and its result) in place.
+    const settings = page.getByRole('region', { name: 'Settings' });
+    await settings.getByLabel('Name').fill('line-viewers-3');
+    await settings.getByRole('button', { name: 'Save settings' }).click();
+    await settings.getByText('Saved.', { exact: true }).waitFor();
+    await page.getByRole('heading', { name: 'Role line-viewers-3' }).waitFor();
+    expect((await gw.api('GET', `/api/roles/${roleId}`, { token: admin })).body.name).to.equal('line-viewers-3');
+    await settings.getByLabel('Name').fill('line-viewers');
+    await settings.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByRole('heading', { name: 'Role line-viewers' }).waitFor();
 
     // A user also holding line/+/cmd directly shows up next to the role.
     await gw.userWith([{ resource: 'line/+/cmd', operation: 'read', context: 'mqtt' }], 'line-bob');

@@ -144,7 +144,11 @@ function RoleSettings(props: { role: Role; onSaved: (r: Role) => void }) {
         onSubmit={(e) => {
           e.preventDefault();
           void action.run(async () => {
-            props.onSaved(await api<Role>('PUT', `/api/roles/${encodeURIComponent(r.id)}`, { body: { name: name.trim(), ldapGroupDn: ldap, idpGroupIds: idp } }));
+            const saved = await api<Role>('PUT', `/api/roles/${encodeURIComponent(r.id)}`, { body: { name: name.trim(), ldapGroupDn: ldap, idpGroupIds: idp } });
+            props.onSaved(saved);
+            setName(saved.name);
+            setLdap(saved.ldapGroupDn ?? '');
+            setIdp(saved.idpGroupId ?? '');
             return 'Saved.';
           });
         }}
@@ -296,7 +300,8 @@ function ExistingRole(props: { id: string }) {
         {holders.data === undefined ? <Loading /> : holders.data.length === 0 ? <p class="hint">No user holds this role.</p> : <p>{plural(holders.data.length, 'user')}: <Holders users={holders.data} /></p>}
       </section>
       <div class="split">
-        <RoleSettings key={`${r.name}-${r.ldapGroupDn}-${r.idpGroupId}`} role={r} onSaved={role.set} />
+        {/* Keyed by the role only: a save updates the form in place, so its result notice stays on screen. */}
+        <RoleSettings key={r.id} role={r} onSaved={role.set} />
         <RolePermissions role={r} reload={role.reload} />
       </div>
       <section class="panel" aria-labelledby="rdel-title">

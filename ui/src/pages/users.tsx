@@ -5,7 +5,7 @@ import { api } from '../api.js';
 import { ConfirmButton } from '../components/dialog.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button, Checkbox, SelectField, TextField } from '../components/forms.js';
-import { PermissionEditor, permissionText } from '../components/permission-editor.js';
+import { PermissionEditor } from '../components/permission-editor.js';
 import { RolePicker, type RoleRef } from '../components/role-picker.js';
 import { ExactSearch, ListHeader, Table } from '../components/table.js';
 import { Code, formatDate, Pager, PasswordRules } from '../components/widgets.js';
@@ -177,7 +177,13 @@ function UserDetails(props: { user: User; onSaved: (u: User) => void }) {
           void action.run(async () => {
             const body: Record<string, unknown> = { username: username.trim(), mqttPublishPrefix: prefix, grantTypes: grants, enforceMFAEnrollment: enforceMfa };
             if (password) body.password = password;
-            props.onSaved(await api<User>('PUT', `/api/users/${encodeURIComponent(u.id)}`, { body }));
+            const saved = await api<User>('PUT', `/api/users/${encodeURIComponent(u.id)}`, { body });
+            props.onSaved(saved);
+            // The form shows what the gateway stored (it may normalise).
+            setUsername(saved.username);
+            setPrefix(saved.mqttPublishPrefix ?? '');
+            setGrants(saved.grantTypes ?? []);
+            setEnforceMfa(!!saved.enforceMFAEnrollment);
             setPassword('');
             return password ? 'Saved. The new password ended every session of this user.' : 'Saved.';
           });
@@ -265,7 +271,8 @@ function UserRoles(props: { user: User; reload: () => Promise<void> }) {
 
 function DirectPermissions(props: { user: User; onSaved: (u: User) => void }) {
   const own = privateRole(props.user);
-  const [list, setList] = useState<PermissionInput[]>(own?.permissions.map(({ resource, operation, context }) => ({ resource, operation, context })) ?? []);
+  const editable = (u: User): PermissionInput[] => privateRole(u)?.permissions.map(({ resource, operation, context }) => ({ resource, operation, context })) ?? [];
+  const [list, setList] = useState<PermissionInput[]>(() => editable(props.user));
   const action = useAction();
   return (
     <section class="panel" aria-labelledby="perm-title">
@@ -279,7 +286,9 @@ function DirectPermissions(props: { user: User; onSaved: (u: User) => void }) {
           e.preventDefault();
           void action.run(async () => {
             if (!validPermissions(list)) throw new Error('every permission needs a resource');
-            props.onSaved(await api<User>('PUT', `/api/users/${encodeURIComponent(props.user.id)}`, { body: { permissions: list } }));
+            const saved = await api<User>('PUT', `/api/users/${encodeURIComponent(props.user.id)}`, { body: { permissions: list } });
+            props.onSaved(saved);
+            setList(editable(saved));
             return 'Permissions saved.';
           });
         }}
@@ -442,11 +451,11 @@ function ExistingUser(props: { id: string }) {
           {u.enforceMFAEnrollment ? ' (required)' : ''}
         </dd>
       </dl>
-      {/* key: forms start from the saved user again after a save */}
-      <UserDetails key={`d-${u.username}-${u.mqttPublishPrefix}`} user={u} onSaved={user.set} />
+      {/* Keyed by the user only: a save updates the forms in place, so their result notice stays on screen. */}
+      <UserDetails key={`d-${u.id}`} user={u} onSaved={user.set} />
       <div class="split">
         <UserRoles user={u} reload={user.reload} />
-        <DirectPermissions key={`p-${privateRole(u)?.permissions.map(permissionText).join('|')}`} user={u} onSaved={user.set} />
+        <DirectPermissions key={`p-${u.id}`} user={u} onSaved={user.set} />
       </div>
       <div class="split">
         <Tokens user={u} />
