@@ -153,6 +153,43 @@ describe('web UI: sign-in and session', function () {
     expect(await page.getByText(first).count()).to.equal(0);
   });
 
+  it('turns on two-factor authentication from the account page, makes new backup codes, and turns it off with a result shown', async () => {
+    const { page } = b;
+    const u = await gw.userWith([], 'mfa-frank');
+    await signIn(page, gw.baseUrl, { username: u.username, password: GOOD_PASSWORD, path: '/account' });
+    const panel = page.getByRole('region', { name: 'Two-factor authentication' });
+    await panel.getByRole('button', { name: 'Set up two-factor authentication' }).click();
+    const secret = (await panel.getByTestId('mfa-secret').textContent())!.trim();
+    await panel.getByLabel('Code from the app').fill(await totp(secret));
+    await panel.getByRole('button', { name: 'Confirm the code' }).click();
+    const codes = panel.getByRole('list', { name: 'Backup codes' }).getByRole('listitem');
+    await codes.first().waitFor();
+    expect(await codes.count()).to.equal(10);
+    const firstCodes = await codes.allTextContents();
+    await panel.getByRole('button', { name: 'I have saved the codes' }).click();
+    await panel.getByText('Your sign-in asks for a code from your authenticator app.').waitFor();
+
+    // New backup codes, asked with the app's next code (the enrolment used this step's).
+    await panel.getByLabel('Code from your app').first().fill(await totp(secret, 1));
+    await panel.getByRole('button', { name: 'Make new backup codes' }).click();
+    await codes.first().waitFor();
+    const newCodes = (await codes.allTextContents()).map((c) => c.trim());
+    expect(newCodes).to.have.lengthOf(10);
+    expect(newCodes.filter((c) => firstCodes.map((f) => f.trim()).includes(c))).to.deep.equal([]);
+    await panel.getByRole('button', { name: 'I have saved the codes' }).click();
+
+    // Off, with one of the new backup codes: the page says so and offers the set-up again.
+    const off = panel.locator('form').filter({ has: page.getByRole('button', { name: 'Turn off two-factor authentication' }) });
+    await off.getByRole('button', { name: 'Use a backup code' }).click();
+    await off.getByLabel('Backup code').fill(newCodes[0]!);
+    await off.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
+    await panel.getByText('Two-factor authentication is off.').waitFor();
+    await panel.getByRole('button', { name: 'Set up two-factor authentication' }).waitFor();
+    const login = await gw.api('POST', '/api/login', { body: { username: u.username, password: GOOD_PASSWORD } });
+    expect(login.status).to.equal(200);
+    expect(login.body.token).to.be.a('string');
+  });
+
   it('goes back to sign-in when the session expires, then to the page the user was on', async () => {
     const { page } = b;
     const login = await gw.api('POST', '/api/login', { body: { username: 'admin', password: ADMIN_PASSWORD, expireTimeInHours: 4 / 3600 } });

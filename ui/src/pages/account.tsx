@@ -81,6 +81,8 @@ function TwoFactor() {
   const s = session.value!;
   const enrolled = useAsync(() => api<{ isEnrolled: boolean }>('GET', '/api/mfa/isenrolled'), []);
   const [codes, setCodes] = useState<string[] | null>(null);
+  // Kept here, not in the form that turned MFA off: that form goes away with the enrolment.
+  const [notice, setNotice] = useState<string | null>(null);
   const refresh = async () => {
     await enrolled.reload();
     await adopt(s.token);
@@ -89,6 +91,7 @@ function TwoFactor() {
     <section class="panel" aria-labelledby="mfa-title">
       <h2 id="mfa-title">Two-factor authentication</h2>
       <ErrorMessage error={enrolled.error} />
+      {notice && <Notice kind="success">{notice}</Notice>}
       {codes ? (
         <BackupCodes codes={codes} username={s.username} doneLabel="I have saved the codes" onDone={() => setCodes(null)} />
       ) : enrolled.data?.isEnrolled ? (
@@ -108,8 +111,8 @@ function TwoFactor() {
             variant="danger"
             onSubmit={async (factor) => {
               await api('POST', '/api/mfa/disable', { body: factor });
+              setNotice('Two-factor authentication is off.');
               await refresh();
-              return 'Two-factor authentication is off.';
             }}
           />
         </>
@@ -117,6 +120,7 @@ function TwoFactor() {
         <MfaEnrollment
           username={s.username}
           onEnrolled={(list) => {
+            setNotice(null);
             setCodes(list);
             void refresh();
           }}
