@@ -44,6 +44,7 @@ import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from '.
 import { RevocationLog, tokenSetOf } from './revocation-log.js';
 import { createSysTopics, type SysTopics } from './sys-topics.js';
 import { mqttStreamOf } from './websocket-stream.js';
+import { installSessionPresentFlag, markSessionPresent } from './session-present.js';
 import { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
 
 export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
@@ -233,6 +234,8 @@ class GatewayBroker implements Broker {
       acknowledgeWhenDurable(aedes, persistence);
       // A restore swapped the store: the broker state is the backup's.
       store.onReopen(() => persistence.reload());
+      // sessionPresent 1 for a returning session without subscriptions too (session-present.ts).
+      if (!installSessionPresentFlag()) this.log.warn('mqtt-packet has an unexpected shape: a returning session without subscriptions gets sessionPresent 0');
     } else {
       // The LMDB persistence bounds its queues itself (mqtt.maxQueuedMessages); aedes' in-memory one does not.
       const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
@@ -382,7 +385,7 @@ class GatewayBroker implements Broker {
 
   enhancedAuthInfo(): EnhancedAuthInfo {
     return {
-      result: 'enhanced authentication is not supported: the broker speaks MQTT 3.1 and 3.1.1 only',
+      result: 'enhanced authentication is not supported: MQTT 5 clients log in with a user name and password, a token or a client certificate (no AUTH exchange)',
       modifiers: {
         max_message_size: String(this.cfg.maxPacketSizeBytes),
         max_inflight_messages: String(this.cfg.maxInflightMessages),
@@ -585,6 +588,8 @@ class GatewayBroker implements Broker {
         st.refuseReason = `keepalive ${keepalive} s above ${maxKeepalive} s`;
       }
     }
+    // Decided before aedes reads or cleans the session; the flag only reaches an accepted CONNACK.
+    if (st.refuseCode === 0 && packet.clean === false && this.persistence?.resumeSession(clientId)) markSessionPresent(client.conn);
     callback(null, true);
   }
 

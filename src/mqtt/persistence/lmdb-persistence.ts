@@ -368,6 +368,22 @@ export class LmdbPersistence {
     return this.#state.sessions.get(clientId) !== undefined;
   }
 
+  /**
+   * A client connects asking to resume its session (clean session 0 / clean start 0): whether it
+   * finds one (the CONNACK's sessionPresent, MQTT-3.2.2-2), with or without subscriptions. A
+   * session whose expiry passed but which the sweep has not reached yet is wiped now, so aedes
+   * restores none of it; a session that ends with its connection (expiry 0) is not resumed.
+   */
+  resumeSession(clientId: string): boolean {
+    if (this.#destroyed || !this.deps.store.isOpen()) return false;
+    const session = this.#state.sessions.get(clientId);
+    if (!session) return false;
+    if (session.expiresAt === null) return session.expirySeconds > 0; // its client is connected (a takeover)
+    if (session.expiresAt > this.#now()) return true;
+    if (this.#broker?.clients?.[clientId] === undefined) this.#wipe(session);
+    return false;
+  }
+
   stats(): BrokerStateStats {
     const s = this.#state;
     return {
