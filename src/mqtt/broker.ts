@@ -719,12 +719,14 @@ class GatewayBroker implements Broker {
       if (client && st && !client.closed) this.publishRefused(client, st, packet.topic, st.revoked ? 'revoked' : 'anonymous');
       return callback(new Error('publish not authorized'));
     }
+    if (st.rateDropped) return callback(new Error('publish rate limit exceeded'));
     // The will is published while the client closes: not subject to the rate limit.
     if (!client.closed) {
       const now = Date.now();
       if (!st.bucket.take(now)) {
         st.overLimitSince ??= now;
         if (now - st.overLimitSince >= this.cfg.rateLimitGraceSeconds * 1000) {
+          st.rateDropped = true;
           this.counters.rateLimitDisconnects++;
           this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
             clientId: client.id,
@@ -732,7 +734,13 @@ class GatewayBroker implements Broker {
             limitPerSecond: this.cfg.maxPublishesPerSecond,
             overForSeconds: Math.round((now - st.overLimitSince) / 1000),
           });
-          return callback(new Error('publish rate limit exceeded'));
+          // MQTT 3.1.1: aedes closes the connection on this error. MQTT 5: aedes would only answer
+          // 0x87 and keep the client, so it is told why (DISCONNECT 0x96 message rate too high) and closed.
+          callback(new Error('publish rate limit exceeded'));
+          if ((client as { version?: number }).version === 5 && !client.closed) {
+            (client as unknown as { disconnect(opts: { reasonCode: number }, done: () => void): void }).disconnect({ reasonCode: 0x96 }, () => {});
+          }
+          return;
         }
         // Slowed down, not dropped: this publish goes through, the next ones wait.
         this.slowDown(client, st);

@@ -21,6 +21,8 @@ export class ClientState {
   overLimitSince: number | undefined;
   /** Its socket is not read until its allowance has a token again. */
   slowed = false;
+  /** Dropped for staying over its allowance: what it still sent before the close is refused. */
+  rateDropped = false;
   /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
   revoked = false;
   /**
