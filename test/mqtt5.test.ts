@@ -3,7 +3,7 @@
 // (publish prefix, live revocation) for MQTT 5 exactly as for 3.1.1.
 import { expect } from 'chai';
 import type { IPublishPacket } from 'mqtt';
-import { closed, connect, endAllClients, makeCerts, startBroker, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { closed, connect, endAllClients, makeCerts, runCli, startBroker, startMosquittoSub, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
 import { StaticMqttAccess } from './support/static-mqtt-access.js';
 
 describe('MQTT 5', function () {
@@ -78,6 +78,27 @@ describe('MQTT 5', function () {
     const [, payload, packet] = await at4;
     expect(payload.toString()).to.equal('from 5');
     expect(packet.properties, '3.1.1 has no properties').to.equal(undefined);
+  });
+
+  it('interoperates with mosquitto_pub / mosquitto_sub: 3.1.1 → 5 and 5 → 3.1.1, MQTT 5 properties between two MQTT 5 clients', async () => {
+    const host = ['-h', '127.0.0.1', '-p', String(tb.port)];
+    const format = ['-F', '%t|%p|%C|%R|%P'];
+    const sub5 = await startMosquittoSub([...host, '-V', 'mqttv5', '-u', 'reader', '-P', 'reader-pw', '-t', 'data/to5/#', '-q', '1', '-C', '2', ...format]);
+    const sub4 = await startMosquittoSub([...host, '-V', 'mqttv311', '-u', 'reader', '-P', 'reader-pw', '-t', 'data/to4/#', '-q', '1', '-C', '1', ...format]);
+    try {
+      const pub = (version: string, topic: string, extra: string[] = []) =>
+        runCli('mosquitto_pub', [...host, '-V', version, '-u', 'writer', '-P', 'writer-pw', '-t', topic, '-m', `from ${version}`, '-q', '1', ...extra]);
+      const v5props = ['-D', 'publish', 'content-type', 'text/plain', '-D', 'publish', 'response-topic', 'data/reply', '-D', 'publish', 'user-property', 'site', 'hall-b'];
+      for (const result of [await pub('mqttv311', 'data/to5/a'), await pub('mqttv5', 'data/to5/b', v5props), await pub('mqttv5', 'data/to4/c', v5props)]) {
+        expect(result.code, result.stderr).to.equal(0);
+      }
+      const lines = (out: { stdout: string }) => out.stdout.split('\n').filter((l) => l.startsWith('data/'));
+      expect(lines(await sub5.result)).to.deep.equal(['data/to5/a|from mqttv311|||', 'data/to5/b|from mqttv5|text/plain|data/reply|site:hall-b']);
+      expect(lines(await sub4.result), '3.1.1 carries no properties').to.deep.equal(['data/to4/c|from mqttv5|||']);
+    } finally {
+      sub5.kill();
+      sub4.kill();
+    }
   });
 
   it('passes properties through the data plane, both ways', async () => {
