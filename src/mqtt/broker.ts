@@ -588,8 +588,7 @@ class GatewayBroker implements Broker {
         st.refuseReason = `keepalive ${keepalive} s above ${maxKeepalive} s`;
       }
     }
-    // Decided before aedes reads or cleans the session; the flag only reaches an accepted CONNACK.
-    if (st.refuseCode === 0 && packet.clean === false && this.persistence?.resumeSession(clientId)) markSessionPresent(client.conn);
+    st.resumeRequested = packet.clean === false;
     callback(null, true);
   }
 
@@ -700,7 +699,12 @@ class GatewayBroker implements Broker {
     return true;
   }
 
+  /** An accepted CONNECT: records the session's owner and whether the CONNACK says sessionPresent. */
   private recordSession(client: Client, owner: string): void {
+    const st = stateOf(client);
+    // Decided once the client is admitted and before aedes reads the session (authenticate is the
+    // first step of its connect sequence); session-present.ts puts the flag into the CONNACK.
+    if (st?.resumeRequested && this.persistence?.resumeSession(client.id)) markSessionPresent(client.conn);
     if (client.clean) {
       this.sessionOwners.delete(client.id);
       return;

@@ -3,8 +3,9 @@
 //
 // aedes 2.0.0-beta.1 decides the flag itself in its connect sequence (handlers/connect.js:
 // restoreSubs sets `sessionPresent = !!subs`), on an object no hook or event can reach before the
-// CONNACK is written. The broker decides in preConnect (persistence.resumeSession, before aedes
-// touches the session) and marks the connection; the CONNACK gets the flag where aedes serializes
+// CONNACK is written. The broker decides when its authenticate hook admits the client (the first
+// step of aedes' connect sequence, before aedes reads the session: persistence.resumeSession) and
+// marks the connection; the CONNACK gets the flag where aedes serializes
 // it: aedes writes every packet with `mqtt.writeToStream(packet, client.conn, ...)` on the shared
 // CommonJS exports of mqtt-packet, looked up at each call. Wrapping that one function:
 // - costs every other packet one string compare (`cmd === 'connack'`), nothing else;
