@@ -107,6 +107,8 @@ describe('mqtt broker', function () {
     it('accepts keepalive 0 (as MQTT allows); refuses an MQTT 3.1.1 keepalive above maxKeepaliveSeconds with CONNACK 2; tells an MQTT 5 client the server keep alive', async function () {
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 3601 }))).to.equal(2);
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(0);
+      const zero5 = await connect(tb.port, login('writer', 'writer-pw', { keepalive: 0, protocolVersion: 5 }));
+      expect((zero5 as unknown as { connackPacket: { properties?: { serverKeepAlive?: number } } }).connackPacket.properties?.serverKeepAlive, 'MQTT 5 keepalive 0 kept').to.equal(undefined);
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 3600 }))).to.equal(0);
       const v5 = await connect(tb.port, login('writer', 'writer-pw', { keepalive: 7200, protocolVersion: 5 }));
       const props = (v5 as unknown as { connackPacket?: { properties?: Record<string, unknown> } }).connackPacket?.properties ?? {};
@@ -118,6 +120,9 @@ describe('mqtt broker', function () {
       try {
         expect(await connackCode(strict.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(2);
         expect(await connackCode(strict.port, login('writer', 'writer-pw', { keepalive: 60 }))).to.equal(0);
+        // MQTT 5 is told to ping instead of being refused.
+        const v5 = await connect(strict.port, login('writer', 'writer-pw', { keepalive: 0, protocolVersion: 5 }));
+        expect((v5 as unknown as { connackPacket: { properties?: { serverKeepAlive?: number } } }).connackPacket.properties?.serverKeepAlive).to.equal(3600);
       } finally {
         await strict.stop();
       }
