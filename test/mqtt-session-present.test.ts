@@ -16,6 +16,7 @@ describe('sessionPresent for a returning session (MQTT-3.2.2-2)', function () {
   let dir: string;
   let store: Store;
   let tb: TestBroker;
+  let access: StaticMqttAccess;
 
   before(async () => {
     certs = await makeCerts();
@@ -26,7 +27,7 @@ describe('sessionPresent for a returning session (MQTT-3.2.2-2)', function () {
   beforeEach(async () => {
     dir = tempDir('gatewayd-session-present-');
     store = openStore({ dir });
-    const access = new StaticMqttAccess([
+    access = new StaticMqttAccess([
       { username: 'device', password: 'device-pw', permissions: [{ resource: 'plant/#', operation: 'readWrite' }] },
       { username: 'other', password: 'other-pw', permissions: [{ resource: 'plant/#', operation: 'readWrite' }] },
       { username: 'banned', password: 'banned-pw', forbidden: true },
@@ -105,6 +106,29 @@ describe('sessionPresent for a returning session (MQTT-3.2.2-2)', function () {
       expect(await connackOf(tb.port, { ...quiet, username: 'other', password: 'other-pw' })).to.deep.equal({ sessionPresent: false, code: protocolVersion === 5 ? 0x85 : 2 });
       expect(await connackOf(tb.port, quiet), 'the session is still there').to.deep.equal({ sessionPresent: true, code: 0 });
     }
+  });
+
+  it('a persistent session stays its owner\'s across a broker restart: another user is refused its client id (2 / 0x85), until the owner is deleted', async () => {
+    for (const protocolVersion of [4, 5] as const) {
+      const v5 = protocolVersion === 5 ? { properties: { sessionExpiryInterval: 3600 } } : {};
+      const mine = { ...device, protocolVersion, clientId: `mine-${protocolVersion}`, clean: false, ...v5 };
+      const first = await connect(tb.port, mine);
+      await subscribe(first, 'plant/cmd/#', 1);
+      await first.endAsync();
+    }
+    await tb.stop();
+    await store.close();
+    store = openStore({ dir });
+    tb = await startBroker(access, certs, {}, { store });
+    for (const protocolVersion of [4, 5] as const) {
+      const v5 = protocolVersion === 5 ? { properties: { sessionExpiryInterval: 3600 } } : {};
+      const mine = { ...device, protocolVersion, clientId: `mine-${protocolVersion}`, clean: false, ...v5 };
+      expect(await connackOf(tb.port, { ...mine, username: 'other', password: 'other-pw' }), 'another user').to.deep.equal({ sessionPresent: false, code: protocolVersion === 5 ? 0x85 : 2 });
+      expect(await connackOf(tb.port, { ...mine, username: 'other', password: 'other-pw', clean: true }), 'another user, clean').to.deep.equal({ sessionPresent: false, code: protocolVersion === 5 ? 0x85 : 2 });
+      expect(await connackOf(tb.port, mine), 'the owner').to.deep.equal({ sessionPresent: true, code: 0 });
+    }
+    access.deleteUser('device');
+    expect((await connackOf(tb.port, { username: 'other', password: 'other-pw', clientId: 'mine-4', clean: false })).code, 'released by the deletion').to.equal(0);
   });
 
   it('mosquitto_pub and mosquitto_sub -c (-V mqttv311 and mqttv5) receive 1 when they come back', async () => {

@@ -246,6 +246,12 @@ class GatewayBroker implements Broker {
 
     aedes.on('client', (client) => {
       this.liveClients.set(client.id, client as GatewayClient);
+      // The session's owner is stored with it (the persistence created it in its own 'client'
+      // listener, registered first), so that after a restart another user still cannot take it.
+      if (persistence && !client.clean) {
+        const st = stateOf(client);
+        if (st && !st.revoked && (st.principal || st.anonymous)) persistence.setSessionOwner(client.id, st.principal?.userId ?? '');
+      }
     });
     aedes.on('clientReady', (client) => {
       const st = stateOf(client);
@@ -688,7 +694,8 @@ class GatewayBroker implements Broker {
 
   /** May `owner` use this client id (no other user's live connection or persistent session)? */
   private ownerAllows(client: Client, owner: string): boolean {
-    const sessionOwner = this.sessionOwners.get(client.id);
+    // Remembered since this start, else as stored with the session (earlier runs).
+    const sessionOwner = this.sessionOwners.get(client.id) ?? this.persistence?.sessionOwner(client.id);
     if (sessionOwner !== undefined && sessionOwner !== owner) return false;
     const live = this.liveClients.get(client.id);
     if (live && live !== client && !live.closed) {
@@ -856,6 +863,7 @@ class GatewayBroker implements Broker {
       if (change.kind !== 'permissions') this.revocations.record(change.userId, change.tokenFingerprints);
       if (change.kind === 'deleted') {
         for (const [clientId, owner] of this.sessionOwners) if (owner === change.userId) this.sessionOwners.delete(clientId);
+        this.persistence?.releaseSessionsOf(change.userId);
       }
       const clients = this.byUser.get(change.userId);
       if (!clients) return;

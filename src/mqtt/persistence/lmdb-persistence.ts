@@ -384,6 +384,31 @@ export class LmdbPersistence {
     return false;
   }
 
+  /**
+   * Records who a client's session belongs to (the broker's user id), so that after a restart
+   * another user still cannot take its client id over. Only sessions that exist are marked.
+   */
+  setSessionOwner(clientId: string, owner: string): void {
+    if (this.#destroyed || !this.deps.store.isOpen()) return;
+    const session = this.#state.sessions.get(clientId);
+    if (session) this.#state.sessions.setOwner(session, owner);
+  }
+
+  /** The owner of a client id's session while it lasts (connected, or not expired yet); undefined otherwise. */
+  sessionOwner(clientId: string): string | undefined {
+    if (this.#destroyed || !this.deps.store.isOpen()) return undefined;
+    const session = this.#state.sessions.get(clientId);
+    if (!session) return undefined;
+    const lasting = session.expiresAt === null ? session.expirySeconds > 0 : session.expiresAt > this.#now();
+    return lasting ? session.owner : undefined;
+  }
+
+  /** A deleted user: its sessions no longer hold their client ids against other users. */
+  releaseSessionsOf(owner: string): void {
+    if (this.#destroyed || !this.deps.store.isOpen()) return;
+    for (const session of this.#state.sessions.sessions()) if (session.owner === owner) this.#state.sessions.setOwner(session, undefined);
+  }
+
   stats(): BrokerStateStats {
     const s = this.#state;
     return {
