@@ -373,6 +373,19 @@ describe('mqtt broker', function () {
       expect(v5ok.code, v5ok.stderr).to.equal(0);
     });
 
+    it('mosquitto_pub -V mqttv5 gets PUBACK and PUBREC 0x87 for a forbidden topic and ends normally; -V mqttv311 loses the connection', async function () {
+      const base = ['-h', '127.0.0.1', '-p', String(tb.port), '-u', 'writer', '-P', 'writer-pw', '-t', 'elsewhere/x', '-m', 'x', '-d'];
+      for (const qos of ['1', '2']) {
+        const v5 = await runCli('mosquitto_pub', [...base, '-V', 'mqttv5', '-q', qos]);
+        expect(v5.stderr, `QoS ${qos}`).to.match(/Publish 1 failed: Not authori[sz]ed/i);
+        expect(v5.stdout, `QoS ${qos}: it ends the session itself`).to.include('sending DISCONNECT');
+        if (qos === '1') expect(v5.stdout).to.include('received PUBACK (Mid: 1, RC:135)');
+        const v4 = await runCli('mosquitto_pub', [...base, '-V', 'mqttv311', '-q', qos]);
+        expect(v4.code, `QoS ${qos}`).to.not.equal(0);
+        expect(v4.stderr).to.match(/connection was lost/i);
+      }
+    });
+
     it('mosquitto_sub -V mqttv5 gets 0x87 (not authorized) for a forbidden filter, mqttv311 0x80', async function () {
       const v5 = await startMosquittoSub(['-h', '127.0.0.1', '-p', String(tb.port), '-V', 'mqttv5', '-u', 'wild', '-P', 'wild-pw', '-t', 'a/#', '-t', 'a/+/c']);
       v5.kill();
