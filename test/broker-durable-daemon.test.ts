@@ -28,6 +28,10 @@ describe('broker state of the daemon across restarts', function () {
     await expectAckedStateToSurviveKill({ start: startDaemon, clientOptions: () => admin, topicRoot: 'plant' });
   });
 
+  it('keeps what it acknowledged through kill -9 with MQTT 5 clients (session expiry interval set)', async () => {
+    await expectAckedStateToSurviveKill({ start: startDaemon, clientOptions: () => ({ ...admin, protocolVersion: 5, properties: { sessionExpiryInterval: 3600 } }), topicRoot: 'plant' });
+  });
+
   for (const protocolVersion of [4, 5] as const) {
     it(`keeps retained messages and persistent sessions across SIGTERM (MQTT ${protocolVersion === 4 ? '3.1.1' : '5'})`, async () => {
       const expiry = protocolVersion === 5 ? { properties: { sessionExpiryInterval: 3600 } } : {};
