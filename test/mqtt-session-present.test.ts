@@ -7,7 +7,8 @@ import { rmSync } from 'node:fs';
 import { expect } from 'chai';
 import { openStore, type Store } from '../src/store/index.js';
 import { tempDir } from './support/harness.js';
-import { connackOf, connackRecorder, connect, connectWithInbox, endAllClients, makeCerts, runCli, startBroker, subscribe, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { sessionPresent } from './support/broker-crash-kit.js';
+import { clientOptions, connackOf, connackRecorder, connect, connectUrl, connectWithInbox, endAllClients, makeCerts, runCli, startBroker, subscribe, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
 import { StaticMqttAccess } from './support/static-mqtt-access.js';
 
 describe('sessionPresent for a returning session (MQTT-3.2.2-2)', function () {
@@ -80,13 +81,27 @@ describe('sessionPresent for a returning session (MQTT-3.2.2-2)', function () {
     // The interval is one second: let it pass (no event marks it).
     await new Promise((resolve) => setTimeout(resolve, 1200));
     const back = await connectWithInbox(tb.port, gone);
-    expect((back.client as unknown as { connackPacket: { sessionPresent: boolean } }).connackPacket.sessionPresent).to.equal(false);
+    expect(sessionPresent(back.client)).to.equal(false);
     await publisher.publishAsync('plant/cmd/2', 'fresh', { qos: 1 });
     const ping = await connectWithInbox(tb.port, device);
     await subscribe(ping.client, 'plant/cmd/#', 1);
     await publisher.publishAsync('plant/cmd/3', 'marker', { qos: 1 });
     await ping.inbox.until((m) => m.topic === 'plant/cmd/3');
     expect(back.inbox.messages, 'no restored subscription, no queued message').to.deep.equal([]);
+  });
+
+  it('over WebSocket and TLS as over TCP', async () => {
+    const { host: _h, port: _p, ...base } = clientOptions(0);
+    const ws = { ...base, ...device, clientId: 'ws-quiet', clean: false };
+    const viaWs = async () => {
+      const c = await connectUrl(`ws://127.0.0.1:${tb.httpPort}/mqtt`, ws);
+      const present = sessionPresent(c);
+      await c.endAsync();
+      return present;
+    };
+    expect([await viaWs(), await viaWs()]).to.deep.equal([false, true]);
+    const tls = { ...device, protocol: 'mqtts' as const, port: tb.tlsPort, ca: certs.caCert, servername: 'localhost', clientId: 'tls-quiet', clean: false };
+    expect([await connackOf(tb.tlsPort, tls), await connackOf(tb.tlsPort, tls)]).to.deep.equal([{ sessionPresent: false, code: 0 }, { sessionPresent: true, code: 0 }]);
   });
 
   it('a takeover of a live persistent session says 1', async () => {
