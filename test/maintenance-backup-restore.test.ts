@@ -13,7 +13,8 @@ import * as tar from 'tar';
 import { gatewaydVersion } from '../src/maintenance/version.js';
 import { STORE_SCHEMA_VERSION } from '../src/store/index.js';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
-import { connect, connectWithInbox, subscribe } from './support/mqtt-test-kit.js';
+import { connackOf, connect, connectWithInbox, subscribe } from './support/mqtt-test-kit.js';
+import { sessionPresent } from './support/broker-crash-kit.js';
 
 const OTHER_PASSWORD = 'An0ther-Passw0rd';
 const BACKUP_ID = /^0\.1\.0_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3}Z$/;
@@ -165,19 +166,44 @@ describe('maintenance: backup and restore', function () {
     });
     after(() => bgw?.stop());
 
-    it('brings back the broker state of the backup: retained messages as they were', async () => {
-      const publisher = await connect(bgw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+    it('brings back the broker state of the backup: retained messages, persistent sessions and their queues as they were', async () => {
+      const admin = { username: 'admin', password: ADMIN_PASSWORD };
+      const device = { ...admin, clientId: 'restore-device', clean: false };
+      const quiet = { ...admin, clientId: 'restore-quiet', protocolVersion: 5 as const, clean: false, properties: { sessionExpiryInterval: 3600 } };
+      const late = { ...admin, clientId: 'restore-late', clean: false };
+      const first = await connect(bgw.ports.mqtt, device);
+      expect(await subscribe(first, 'plant/cmd/#', 1)).to.deep.equal([1]);
+      await first.endAsync();
+      await (await connect(bgw.ports.mqtt, quiet)).endAsync();
+      const publisher = await connect(bgw.ports.mqtt, admin);
       await publisher.publishAsync('plant/valve', 'open', { qos: 1, retain: true });
+      await publisher.publishAsync('plant/cmd/1', 'before the backup', { qos: 1 });
       const { archive } = await backupAndDownload(bgw, token);
       await publisher.publishAsync('plant/valve', 'closed', { qos: 1, retain: true });
+      await publisher.publishAsync('plant/new', 'not in the backup', { qos: 1, retain: true });
+      await publisher.publishAsync('plant/cmd/2', 'after the backup', { qos: 1 });
       await publisher.endAsync();
+      await (await connect(bgw.ports.mqtt, late)).endAsync();
       expect((await upload(bgw, token, archive)).status).to.equal(202);
       const status = await waitIdle(bgw);
       expect(status.restore?.succeeded, status.restore?.statusMessage).to.equal(true);
-      const reader = await connectWithInbox(bgw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+
+      const back = await connectWithInbox(bgw.ports.mqtt, device);
+      expect(sessionPresent(back.client), 'the session of the backup').to.equal(true);
+      await back.inbox.until((m) => m.topic === 'plant/cmd/1');
+      expect(await connackOf(bgw.ports.mqtt, quiet), 'a session without subscriptions of the backup').to.deep.equal({ sessionPresent: true, code: 0 });
+      expect(await connackOf(bgw.ports.mqtt, late), 'a session made after the backup').to.deep.equal({ sessionPresent: false, code: 0 });
+      const reader = await connectWithInbox(bgw.ports.mqtt, admin);
       await subscribe(reader.client, 'plant/#', 1);
       expect((await reader.inbox.until((m) => m.topic === 'plant/valve')).payload).to.equal('open');
-      await reader.client.endAsync();
+      // A marker published now arrives after anything retained or queued.
+      const marker = await connect(bgw.ports.mqtt, admin);
+      await marker.publishAsync('plant/cmd/marker', 'm', { qos: 1 });
+      await back.inbox.until((m) => m.topic === 'plant/cmd/marker');
+      await reader.inbox.until((m) => m.topic === 'plant/cmd/marker');
+      expect(back.inbox.messages.map((m) => m.payload), 'the queue of the backup').to.deep.equal(['before the backup', 'm']);
+      expect(reader.inbox.messages.map((m) => m.topic), 'retained topics of the backup').to.not.include('plant/new');
+      await Promise.all([back.client.endAsync(), reader.client.endAsync(), marker.endAsync()]);
     });
   });
 

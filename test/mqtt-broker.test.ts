@@ -107,6 +107,8 @@ describe('mqtt broker', function () {
     it('accepts keepalive 0 (as MQTT allows); refuses an MQTT 3.1.1 keepalive above maxKeepaliveSeconds with CONNACK 2; tells an MQTT 5 client the server keep alive', async function () {
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 3601 }))).to.equal(2);
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(0);
+      const zero5 = await connect(tb.port, login('writer', 'writer-pw', { keepalive: 0, protocolVersion: 5 }));
+      expect((zero5 as unknown as { connackPacket: { properties?: { serverKeepAlive?: number } } }).connackPacket.properties?.serverKeepAlive, 'MQTT 5 keepalive 0 kept').to.equal(undefined);
       expect(await connackCode(tb.port, login('writer', 'writer-pw', { keepalive: 3600 }))).to.equal(0);
       const v5 = await connect(tb.port, login('writer', 'writer-pw', { keepalive: 7200, protocolVersion: 5 }));
       const props = (v5 as unknown as { connackPacket?: { properties?: Record<string, unknown> } }).connackPacket?.properties ?? {};
@@ -118,6 +120,9 @@ describe('mqtt broker', function () {
       try {
         expect(await connackCode(strict.port, login('writer', 'writer-pw', { keepalive: 0 }))).to.equal(2);
         expect(await connackCode(strict.port, login('writer', 'writer-pw', { keepalive: 60 }))).to.equal(0);
+        // MQTT 5 is told to ping instead of being refused.
+        const v5 = await connect(strict.port, login('writer', 'writer-pw', { keepalive: 0, protocolVersion: 5 }));
+        expect((v5 as unknown as { connackPacket: { properties?: { serverKeepAlive?: number } } }).connackPacket.properties?.serverKeepAlive).to.equal(3600);
       } finally {
         await strict.stop();
       }
@@ -366,6 +371,19 @@ describe('mqtt broker', function () {
       expect(v5forbidden.stderr).to.match(/not authori[sz]ed/i);
       const v5ok = await runCli('mosquitto_pub', [...base, ...v5, '-u', 'writer', '-P', 'writer-pw', '-q', '1'], 5000);
       expect(v5ok.code, v5ok.stderr).to.equal(0);
+    });
+
+    it('mosquitto_pub -V mqttv5 gets PUBACK and PUBREC 0x87 for a forbidden topic and ends normally; -V mqttv311 loses the connection', async function () {
+      const base = ['-h', '127.0.0.1', '-p', String(tb.port), '-u', 'writer', '-P', 'writer-pw', '-t', 'elsewhere/x', '-m', 'x', '-d'];
+      for (const qos of ['1', '2']) {
+        const v5 = await runCli('mosquitto_pub', [...base, '-V', 'mqttv5', '-q', qos]);
+        expect(v5.stderr, `QoS ${qos}`).to.match(/Publish 1 failed: Not authori[sz]ed/i);
+        expect(v5.stdout, `QoS ${qos}: it ends the session itself`).to.include('sending DISCONNECT');
+        if (qos === '1') expect(v5.stdout).to.include('received PUBACK (Mid: 1, RC:135)');
+        const v4 = await runCli('mosquitto_pub', [...base, '-V', 'mqttv311', '-q', qos]);
+        expect(v4.code, `QoS ${qos}`).to.not.equal(0);
+        expect(v4.stderr).to.match(/connection was lost/i);
+      }
     });
 
     it('mosquitto_sub -V mqttv5 gets 0x87 (not authorized) for a forbidden filter, mqttv311 0x80', async function () {

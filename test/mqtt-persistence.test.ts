@@ -354,6 +354,24 @@ describe('mqtt persistence: LMDB broker state', function () {
       expect((await present(p, 'forever'))[0]).to.equal(false);
     });
 
+    it('resumeSession: a returning client finds a live or unexpired session, with or without subscriptions; an expired one the sweep has not reached is wiped at once', async () => {
+      const p = expiring({ sweepIntervalMs: 3_600_000 });
+      await p.setup(broker);
+      const quiet = { id: 'quiet', clean: false, version: 4 };
+      const busy = { id: 'busy', clean: false, version: 4 };
+      const brief = { id: 'brief', clean: false, version: 5, sessionExpiryInterval: 0 };
+      for (const client of [quiet, busy, brief]) connectClient(client);
+      await fillSession(p, 'busy');
+      expect([p.resumeSession('quiet'), p.resumeSession('busy'), p.resumeSession('brief'), p.resumeSession('never-seen')], 'while connected').to.deep.equal([true, true, false, false]);
+      for (const client of [quiet, busy, brief]) disconnectClient(client);
+      now += 7 * DAY - 1000;
+      expect([p.resumeSession('quiet'), p.resumeSession('busy'), p.resumeSession('brief')], 'before the expiry').to.deep.equal([true, true, false]);
+      now += 2000;
+      expect([p.resumeSession('quiet'), p.resumeSession('busy')], 'after it').to.deep.equal([false, false]);
+      expect(await present(p, 'busy')).to.deep.equal([false, false, false, false]);
+      expect(p.stats()).to.include({ sessions: 0, sessionsExpired: 2, queuedMessages: 0 });
+    });
+
     it('wipes what a clean session left (a will, a QoS 2 packet in flight) once it disconnects', async () => {
       const p = expiring();
       await p.setup(broker);

@@ -45,4 +45,15 @@ describe('$SYS broker statistics', function () {
     await other.inbox.until((x) => x.topic === 'probe/after', 5000);
     expect(other.inbox.messages.some((x) => x.topic.startsWith('$SYS'))).to.equal(false);
   });
+
+  it('the same for MQTT 5 clients: SUBACK 0x87 for $SYS/# without a read permission on it, $SYS readable with one, never writable', async () => {
+    const other = await connectWithInbox(tb.port, { username: 'everything', password: 'everything-pw', protocolVersion: 5 });
+    expect(await subscribe(other.client, '$SYS/#', 0)).to.deep.equal([0x87]);
+    const monitor = await connectWithInbox(tb.port, { username: 'monitor', password: 'monitor-pw', protocolVersion: 5 });
+    expect(await subscribe(monitor.client, '$SYS/broker/#', 0)).to.deep.equal([0]);
+    await monitor.inbox.until((x) => x.topic === '$SYS/broker/uptime', 5000);
+    const err = await other.client.publishAsync('$SYS/broker/uptime', 'forged', { qos: 1 }).then(() => undefined, (e: { code?: number }) => e);
+    expect(err?.code).to.equal(0x87);
+    expect(other.client.connected).to.equal(true);
+  });
 });

@@ -42,6 +42,7 @@ describe('mqtt broker transports and limits', function () {
       { username: 'reader', password: 'reader-pw', permissions: [{ resource: 'data/#', operation: 'read' }] },
       { username: 'device-01', certificateFingerprints: [certs.clientFingerprint], permissions: [{ resource: 'data/device-01/#', operation: 'write' }] },
       { username: 'device-02', certificateByCommonName: true, permissions: [{ resource: 'data/device-02/#', operation: 'write' }] },
+      { username: 'banned', password: 'banned-pw', forbidden: true },
     ]);
   });
   afterEach(async function () {
@@ -152,6 +153,28 @@ describe('mqtt broker transports and limits', function () {
       expect(props).to.include({ receiveMaximum: cfg.maxInflightMessages, maximumPacketSize: cfg.maxPacketSizeBytes, topicAliasMaximum: cfg.topicAliasMaximum });
       expect(await connackCode(tb.port, login('writer', 'wrong', { protocolVersion: 5 }))).to.equal(0x86);
       expect(await connackCode(tb.port, login('nobody', 'x', { protocolVersion: 5 }))).to.equal(0x86);
+      expect(await connackCode(tb.port, login('banned', 'banned-pw', { protocolVersion: 5 }))).to.equal(0x87);
+      expect(await connackCode(tb.port, login('banned', 'banned-pw', { protocolVersion: 4 }))).to.equal(5);
+    });
+
+    it('MQTT 5: a publisher uses topic aliases up to the announced maximum, checked and delivered under the full topic', async function () {
+      tb = await startBroker(access, certs, { topicAliasMaximum: 4 });
+      const sub = await connect(tb.port, login('reader', 'reader-pw'));
+      const inbox = collect(sub);
+      await subscribe(sub, 'data/#', 1);
+      const pub = await connect(tb.port, login('writer', 'writer-pw', { protocolVersion: 5 }));
+      const announced = (pub as unknown as { connackPacket: { properties?: { topicAliasMaximum?: number } } }).connackPacket.properties?.topicAliasMaximum;
+      expect(announced).to.equal(4);
+      await pub.publishAsync('data/line-7/press/temperature', 'set', { qos: 1, properties: { topicAlias: 4 } });
+      await pub.publishAsync('', 'by alias', { qos: 1, properties: { topicAlias: 4 } });
+      await inbox.until((m) => m.payload === 'by alias');
+      expect(inbox.messages).to.deep.equal([
+        { topic: 'data/line-7/press/temperature', payload: 'set' },
+        { topic: 'data/line-7/press/temperature', payload: 'by alias' },
+      ]);
+      // An alias naming a topic the client may not write is refused like the topic itself.
+      const err = await pub.publishAsync('elsewhere/x', 'no', { qos: 1, properties: { topicAlias: 1 } }).then(() => undefined, (e: { code?: number }) => e);
+      expect(err?.code).to.equal(0x87);
     });
 
     it('MQTT 5: a forbidden QoS 1 publish gets PUBACK 0x87 and the client stays connected; MQTT 3.1.1 is disconnected', async function () {
@@ -232,22 +255,26 @@ describe('mqtt broker transports and limits', function () {
       expect(tb.broker.stats().rateLimitDisconnects).to.equal(0);
     });
 
-    it('disconnects a publisher that stays over its allowance past rateLimitGraceSeconds, while other clients keep working', async function () {
-      tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 0 });
-      const sub = await connect(tb.port, login('reader', 'reader-pw'));
-      const inbox = collect(sub);
-      await subscribe(sub, 'data/#', 1);
-      const flooder = await connect(tb.port, login('writer', 'writer-pw'));
-      const gone = closed(flooder, 2000);
-      for (let i = 0; i < 500; i++) flooder.publish('data/flood', String(i));
-      await gone;
-      expect(tb.broker.stats().rateLimitDisconnects).to.equal(1);
-      expect(inbox.messages.length).to.be.at.most(51);
-      const calm = await connect(tb.port, login('writer', 'writer-pw'));
-      await calm.publishAsync('data/calm', 'fine', { qos: 1 });
-      await inbox.until((m) => m.topic === 'data/calm');
-      expect(tb.logs.some((l) => l.message === 'mqtt publish rate limit exceeded, disconnecting')).to.equal(true);
-    });
+    for (const protocolVersion of [4, 5] as const) {
+      it(`disconnects a publisher that stays over its allowance past rateLimitGraceSeconds, while other clients keep working (MQTT ${protocolVersion === 5 ? '5: DISCONNECT 0x96' : '3.1.1'})`, async function () {
+        tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 0 });
+        const sub = await connect(tb.port, login('reader', 'reader-pw'));
+        const inbox = collect(sub);
+        await subscribe(sub, 'data/#', 1);
+        const flooder = await connect(tb.port, login('writer', 'writer-pw', { protocolVersion }));
+        const told = new Promise<number | undefined>((resolve) => flooder.once('disconnect', (packet) => resolve(packet.reasonCode)));
+        const gone = closed(flooder, 2000);
+        for (let i = 0; i < 500; i++) flooder.publish('data/flood', String(i));
+        await gone;
+        if (protocolVersion === 5) expect(await withTimeout(told, 100, 'no DISCONNECT')).to.equal(0x96);
+        expect(tb.broker.stats().rateLimitDisconnects).to.equal(1);
+        expect(inbox.messages.length).to.be.at.most(51);
+        const calm = await connect(tb.port, login('writer', 'writer-pw', { protocolVersion }));
+        await calm.publishAsync('data/calm', 'fine', { qos: 1 });
+        await inbox.until((m) => m.topic === 'data/calm');
+        expect(tb.logs.some((l) => l.message === 'mqtt publish rate limit exceeded, disconnecting')).to.equal(true);
+      });
+    }
 
     it('lets a reboot storm of 1,000 clients all in, with at most maxConcurrentAuth checks at once', async function () {
       this.timeout(60_000);

@@ -44,6 +44,7 @@ import type { AccessChange, MqttAccess, MqttCredentials, MqttPrincipal } from '.
 import { RevocationLog, tokenSetOf } from './revocation-log.js';
 import { createSysTopics, type SysTopics } from './sys-topics.js';
 import { mqttStreamOf } from './websocket-stream.js';
+import { installSessionPresentFlag, markSessionPresent } from './session-present.js';
 import { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
 
 export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
@@ -233,6 +234,8 @@ class GatewayBroker implements Broker {
       acknowledgeWhenDurable(aedes, persistence);
       // A restore swapped the store: the broker state is the backup's.
       store.onReopen(() => persistence.reload());
+      // sessionPresent 1 for a returning session without subscriptions too (session-present.ts).
+      if (!installSessionPresentFlag()) this.log.warn('mqtt-packet has an unexpected shape: a returning session without subscriptions gets sessionPresent 0');
     } else {
       // The LMDB persistence bounds its queues itself (mqtt.maxQueuedMessages); aedes' in-memory one does not.
       const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, this.cfg.maxQueuedMessages, () => {
@@ -243,6 +246,12 @@ class GatewayBroker implements Broker {
 
     aedes.on('client', (client) => {
       this.liveClients.set(client.id, client as GatewayClient);
+      // The session's owner is stored with it (the persistence created it in its own 'client'
+      // listener, registered first), so that after a restart another user still cannot take it.
+      if (persistence && !client.clean) {
+        const st = stateOf(client);
+        if (st && !st.revoked && (st.principal || st.anonymous)) persistence.setSessionOwner(client.id, st.principal?.userId ?? '');
+      }
     });
     aedes.on('clientReady', (client) => {
       const st = stateOf(client);
@@ -382,7 +391,7 @@ class GatewayBroker implements Broker {
 
   enhancedAuthInfo(): EnhancedAuthInfo {
     return {
-      result: 'enhanced authentication is not supported: the broker speaks MQTT 3.1 and 3.1.1 only',
+      result: 'enhanced authentication is not supported: MQTT 5 clients log in with a user name and password, a token or a client certificate (no AUTH exchange)',
       modifiers: {
         max_message_size: String(this.cfg.maxPacketSizeBytes),
         max_inflight_messages: String(this.cfg.maxInflightMessages),
@@ -585,6 +594,7 @@ class GatewayBroker implements Broker {
         st.refuseReason = `keepalive ${keepalive} s above ${maxKeepalive} s`;
       }
     }
+    st.resumeRequested = packet.clean === false;
     callback(null, true);
   }
 
@@ -684,7 +694,8 @@ class GatewayBroker implements Broker {
 
   /** May `owner` use this client id (no other user's live connection or persistent session)? */
   private ownerAllows(client: Client, owner: string): boolean {
-    const sessionOwner = this.sessionOwners.get(client.id);
+    // Remembered since this start, else as stored with the session (earlier runs).
+    const sessionOwner = this.sessionOwners.get(client.id) ?? this.persistence?.sessionOwner(client.id);
     if (sessionOwner !== undefined && sessionOwner !== owner) return false;
     const live = this.liveClients.get(client.id);
     if (live && live !== client && !live.closed) {
@@ -695,7 +706,12 @@ class GatewayBroker implements Broker {
     return true;
   }
 
+  /** An accepted CONNECT: records the session's owner and whether the CONNACK says sessionPresent. */
   private recordSession(client: Client, owner: string): void {
+    const st = stateOf(client);
+    // Decided once the client is admitted and before aedes reads the session (authenticate is the
+    // first step of its connect sequence); session-present.ts puts the flag into the CONNACK.
+    if (st?.resumeRequested && this.persistence?.resumeSession(client.id)) markSessionPresent(client.conn);
     if (client.clean) {
       this.sessionOwners.delete(client.id);
       return;
@@ -714,12 +730,14 @@ class GatewayBroker implements Broker {
       if (client && st && !client.closed) this.publishRefused(client, st, packet.topic, st.revoked ? 'revoked' : 'anonymous');
       return callback(new Error('publish not authorized'));
     }
+    if (st.rateDropped) return callback(new Error('publish rate limit exceeded'));
     // The will is published while the client closes: not subject to the rate limit.
     if (!client.closed) {
       const now = Date.now();
       if (!st.bucket.take(now)) {
         st.overLimitSince ??= now;
         if (now - st.overLimitSince >= this.cfg.rateLimitGraceSeconds * 1000) {
+          st.rateDropped = true;
           this.counters.rateLimitDisconnects++;
           this.log.warn('mqtt publish rate limit exceeded, disconnecting', {
             clientId: client.id,
@@ -727,7 +745,13 @@ class GatewayBroker implements Broker {
             limitPerSecond: this.cfg.maxPublishesPerSecond,
             overForSeconds: Math.round((now - st.overLimitSince) / 1000),
           });
-          return callback(new Error('publish rate limit exceeded'));
+          // MQTT 3.1.1: aedes closes the connection on this error. MQTT 5: aedes would only answer
+          // 0x87 and keep the client, so it is told why (DISCONNECT 0x96 message rate too high) and closed.
+          callback(new Error('publish rate limit exceeded'));
+          if ((client as { version?: number }).version === 5 && !client.closed) {
+            (client as unknown as { disconnect(opts: { reasonCode: number }, done: () => void): void }).disconnect({ reasonCode: 0x96 }, () => {});
+          }
+          return;
         }
         // Slowed down, not dropped: this publish goes through, the next ones wait.
         this.slowDown(client, st);
@@ -839,6 +863,7 @@ class GatewayBroker implements Broker {
       if (change.kind !== 'permissions') this.revocations.record(change.userId, change.tokenFingerprints);
       if (change.kind === 'deleted') {
         for (const [clientId, owner] of this.sessionOwners) if (owner === change.userId) this.sessionOwners.delete(clientId);
+        this.persistence?.releaseSessionsOf(change.userId);
       }
       const clients = this.byUser.get(change.userId);
       if (!clients) return;

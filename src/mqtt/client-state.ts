@@ -17,10 +17,14 @@ export class ClientState {
   refuseReason = '';
   /** The refusal of this connection was logged and counted (aedes may report it once more). */
   refusalCounted = false;
+  /** The CONNECT asked to resume its session (clean session 0 / clean start 0). */
+  resumeRequested = false;
   /** Since when the client publishes faster than its allowance (undefined: it does not). */
   overLimitSince: number | undefined;
   /** Its socket is not read until its allowance has a token again. */
   slowed = false;
+  /** Dropped for staying over its allowance: what it still sent before the close is refused. */
+  rateDropped = false;
   /** Revoked or deleted: no more decisions are granted, the connection is being closed. */
   revoked = false;
   /**

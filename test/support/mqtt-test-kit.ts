@@ -4,7 +4,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -385,4 +385,70 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
     throw err;
   }
   return { result: withTimeout(result, ms, 'mosquitto_sub did not finish'), kill: () => child.kill('SIGKILL') };
+}
+
+/** A CONNACK as a client received it: the session present flag and the return / reason code. */
+export interface ConnackSeen {
+  sessionPresent: boolean;
+  code: number;
+}
+
+/**
+ * A loopback TCP relay in front of the broker that records the CONNACK of every connection, for
+ * clients that do not print it (mosquitto_pub/mosquitto_sub -d show the code, not the flag).
+ */
+export async function connackRecorder(brokerPort: number): Promise<{ port: number; connacks: ConnackSeen[]; close(): Promise<void> }> {
+  const connacks: ConnackSeen[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((downstream) => {
+    const upstream = net.connect(brokerPort, '127.0.0.1');
+    for (const s of [downstream, upstream]) {
+      sockets.add(s);
+      s.once('close', () => sockets.delete(s));
+      s.on('error', () => {});
+    }
+    let head = Buffer.alloc(0);
+    upstream.on('data', (chunk: Buffer) => {
+      // The CONNACK is the broker's first packet: type 0x20, a one-byte length, flags, code.
+      if (head.length < 4) {
+        head = Buffer.concat([head, chunk]);
+        if (head.length >= 4 && head[0] === 0x20) connacks.push({ sessionPresent: (head[2]! & 1) === 1, code: head[3]! });
+      }
+    });
+    downstream.pipe(upstream).on('error', () => {});
+    upstream.pipe(downstream).on('error', () => {});
+    downstream.once('close', () => upstream.destroy());
+    upstream.once('close', () => downstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connacks,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** The CONNACK a connection attempt got (accepted or refused); the client is closed afterwards. */
+export async function connackOf(port: number, options: IClientOptions = {}): Promise<ConnackSeen> {
+  const client = mqtt.connect(clientOptions(port, options));
+  openClients.add(client);
+  try {
+    return await withTimeout(
+      new Promise<ConnackSeen>((resolve) => {
+        client.on('packetreceive', (packet) => {
+          if (packet.cmd !== 'connack') return;
+          const p = packet as { sessionPresent?: boolean; returnCode?: number; reasonCode?: number };
+          resolve({ sessionPresent: p.sessionPresent === true, code: p.reasonCode ?? p.returnCode ?? -1 });
+        });
+        client.on('error', () => {});
+      }),
+      5000,
+      'no CONNACK',
+    );
+  } finally {
+    await client.endAsync(true).catch(() => undefined);
+  }
 }

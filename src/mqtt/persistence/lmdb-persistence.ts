@@ -368,6 +368,47 @@ export class LmdbPersistence {
     return this.#state.sessions.get(clientId) !== undefined;
   }
 
+  /**
+   * A client connects asking to resume its session (clean session 0 / clean start 0): whether it
+   * finds one (the CONNACK's sessionPresent, MQTT-3.2.2-2), with or without subscriptions. A
+   * session whose expiry passed but which the sweep has not reached yet is wiped now, so aedes
+   * restores none of it; a session that ends with its connection (expiry 0) is not resumed.
+   */
+  resumeSession(clientId: string): boolean {
+    if (this.#destroyed || !this.deps.store.isOpen()) return false;
+    const session = this.#state.sessions.get(clientId);
+    if (!session) return false;
+    if (session.expiresAt === null) return session.expirySeconds > 0; // its client is connected (a takeover)
+    if (session.expiresAt > this.#now()) return true;
+    if (this.#broker?.clients?.[clientId] === undefined) this.#wipe(session);
+    return false;
+  }
+
+  /**
+   * Records who a client's session belongs to (the broker's user id), so that after a restart
+   * another user still cannot take its client id over. Only sessions that exist are marked.
+   */
+  setSessionOwner(clientId: string, owner: string): void {
+    if (this.#destroyed || !this.deps.store.isOpen()) return;
+    const session = this.#state.sessions.get(clientId);
+    if (session) this.#state.sessions.setOwner(session, owner);
+  }
+
+  /** The owner of a client id's session while it lasts (connected, or not expired yet); undefined otherwise. */
+  sessionOwner(clientId: string): string | undefined {
+    if (this.#destroyed || !this.deps.store.isOpen()) return undefined;
+    const session = this.#state.sessions.get(clientId);
+    if (!session) return undefined;
+    const lasting = session.expiresAt === null ? session.expirySeconds > 0 : session.expiresAt > this.#now();
+    return lasting ? session.owner : undefined;
+  }
+
+  /** A deleted user: its sessions no longer hold their client ids against other users. */
+  releaseSessionsOf(owner: string): void {
+    if (this.#destroyed || !this.deps.store.isOpen()) return;
+    for (const session of this.#state.sessions.sessions()) if (session.owner === owner) this.#state.sessions.setOwner(session, undefined);
+  }
+
   stats(): BrokerStateStats {
     const s = this.#state;
     return {

@@ -29,6 +29,8 @@ export interface SessionRecord {
   clientId: string;
   expiresAt: number | null;
   expirySeconds: number;
+  /** Who the session belongs to (the broker's user id, '' anonymous); absent in records of older versions. */
+  owner?: string;
 }
 
 /** The client fields that decide a session's lifetime (aedes' Client). */
@@ -50,6 +52,8 @@ export class Session implements QueuedSession {
   dropping = false;
   /** Where its queued packets are, while its client is connected (OutgoingQueues). */
   queueIndex: QueueIndex | undefined;
+  /** Who the session belongs to (SessionRecord.owner). */
+  owner: string | undefined;
 
   constructor(
     readonly clientId: string,
@@ -94,6 +98,7 @@ export class SessionIndex {
       const latest = now + expirySeconds * 1000;
       const expiresAt = value.expiresAt === null ? latest : Math.min(value.expiresAt, latest);
       const session = new Session(value.clientId, clientKey(value.clientId), expiresAt, expirySeconds);
+      session.owner = value.owner;
       this.byKey.set(session.key, session);
     }
     for (const { value } of this.o.subscriptions.db.getRange()) {
@@ -164,8 +169,16 @@ export class SessionIndex {
     this.save(session);
   }
 
+  /** Records who the session belongs to (undefined: nobody in particular); written only when it changes. */
+  setOwner(session: Session, owner: string | undefined): void {
+    if (session.owner === owner) return;
+    session.owner = owner;
+    this.save(session);
+  }
+
   private save(session: Session): void {
     const record: SessionRecord = { clientId: session.clientId, expiresAt: session.expiresAt, expirySeconds: session.expirySeconds };
+    if (session.owner !== undefined) record.owner = session.owner;
     this.o.sessions.put(session.key, session.key, record);
   }
 
