@@ -278,7 +278,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
 
     async update(id: string, input: RoleInput, actor?: Actor): Promise<RoleRecord> {
       checkPermissionInputs(input.permissions ?? [], 'permissions');
-      // As in Kubernetes: whoever writes a role's permissions must hold all of them.
+      // Before anything is read: a refused grant is refused whatever the role is.
       if (input.permissions) guard.assertHolds(actor, input.permissions, 'update role');
       return mutateRole(
         id,
@@ -289,7 +289,12 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
           if (!input.isShared && input.isShared !== undefined && engine.membersOf(id).length > 1) {
             throw new BadRequestError('a role held by several users must stay shared');
           }
-          return buildRole(input, previous);
+          const next = buildRole(input, previous);
+          // As in Kubernetes: whoever writes a role must hold all of its resulting permissions,
+          // also when only its name or group binding changes: an LDAP group DN, an IdP group id
+          // or (LDAP mode ATTRIBUTE) the name decide who gets the role at the next login.
+          guard.assertHolds(actor, next.permissions, 'update role');
+          return next;
         },
         'role updated',
       );
