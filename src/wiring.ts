@@ -82,6 +82,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     caCertPem: () => ca!.caCertPem,
     log,
     onChange: () => broker?.refreshTls(),
+    guard,
+    engine,
   });
   // In memory: a restart relocks the registry and forgets pending requests.
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });

@@ -39,6 +39,8 @@ export interface GrantGuard {
   assertNotStronger(actor: Actor | undefined, targetUserId: string, action: string): void;
   /** True when the actor holds the permission (or is an administrator). */
   holds(actor: Actor, grant: GrantedPermission): boolean;
+  /** True for the daemon itself (no actor) and for holders of the administrator role: nothing is checked. */
+  unlimited(actor: Actor | undefined): boolean;
 }
 
 const operationsOf = (op: PermissionOperation): AccessOperation[] => (op === 'readWrite' ? ['read', 'write'] : [op]);
@@ -63,6 +65,7 @@ export function createGrantGuard(deps: { store: Store; engine: PermissionEngine;
   }
 
   const guard: GrantGuard = {
+    unlimited: (actor) => !actor || isAdministrator(actor.userId),
     holds(actor, grant) {
       return isAdministrator(actor.userId) || holdsGrant(actor.userId, grant);
     },
