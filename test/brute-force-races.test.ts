@@ -42,6 +42,24 @@ describe('brute force that cannot be raced', function () {
       expect((await gw.api('POST', '/api/login', { body: { username: victim.username, password: GOOD_PASSWORD } })).status, 'locked').to.equal(429);
     });
 
+    it('the same for HTTP Basic and for MQTT password CONNECTs: at most maxAttempts evaluated, then locked', async () => {
+      const max = gw.config.auth.loginThrottle.maxAttempts;
+      const failedVia = (username: string, via: string) => gw.logs().filter((l) => l.message === 'login failed' && l.username === username && l.via === via).length;
+      const basic = (username: string, password: string) => ({ authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` });
+      const webUser = await gw.userWith([http('/api/session')]);
+      const web = await Promise.all(Array.from({ length: 60 }, () => gw.api('GET', '/api/session', { headers: basic(webUser.username, 'Wrong-Passw0rd!') })));
+      expect(failedVia(webUser.username, 'basic')).to.be.within(1, max);
+      expect(web.filter((r) => r.status === 401)).to.have.length(failedVia(webUser.username, 'basic'));
+      expect(web.filter((r) => r.status === 429)).to.have.length(60 - failedVia(webUser.username, 'basic'));
+      expect((await gw.api('GET', '/api/session', { headers: basic(webUser.username, GOOD_PASSWORD) })).status, 'locked').to.equal(429);
+
+      const device = await gw.userWith([{ resource: 'burst/#', operation: 'write', context: 'mqtt' }]);
+      const codes = await Promise.all(Array.from({ length: 60 }, (_, i) => connackCode(gw.ports.mqtt, { username: device.username, password: 'Wrong-Passw0rd!', clientId: `burst-${i}`, reconnectPeriod: 0 })));
+      expect(codes.every((c) => c !== 0), JSON.stringify(codes)).to.equal(true);
+      expect(failedVia(device.username, 'mqtt')).to.be.within(1, max);
+      expect(await connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, reconnectPeriod: 0 }), 'locked').to.not.equal(0);
+    });
+
     it('evaluates at most maxFailures of 100 concurrent OTP guesses', async () => {
       const u = await gw.userWith([http('/api/session')]);
       const enable = await gw.api('POST', '/api/mfa/enable', { token: u.token });
