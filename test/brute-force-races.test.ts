@@ -3,6 +3,8 @@
 // spray of made-up usernames leaves a lock in place, the per-address limit, tokens that end with
 // an MFA enrolment, and login times that do not tell whether a username exists (REST and MQTT).
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
@@ -177,6 +179,51 @@ describe('brute force that cannot be raced', function () {
       }
       const ratio = Math.max(median(a), median(b)) / Math.min(median(a), median(b));
       expect(ratio, `known ${median(a).toFixed(1)} ms, unknown ${median(b).toFixed(1)} ms`).to.be.below(1.2);
+    });
+  });
+
+  describe('refused MQTT CONNECTs', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startGateway({ overrides: { auth: { loginThrottle: { maxFailuresPerAddress: 0 } } } });
+    });
+    after(() => gw.stop());
+
+    async function refusedCount(reason: string): Promise<number> {
+      const text = String((await gw.api('GET', '/metrics', { token: await gw.login() })).body);
+      const line = text.split('\n').find((l: string) => l.startsWith(`gatewayd_mqtt_connects_refused_total{reason="${reason}"}`));
+      return line ? Number(line.split(' ').at(-1)) : 0;
+    }
+
+    it('logs each one with its reason and source address, and counts it by reason', async () => {
+      const device = await gw.userWith([{ resource: 'd/#', operation: 'write', context: 'mqtt' }]);
+      const unsupported = async () => {
+        const socket = net.connect(gw.ports.mqtt, '127.0.0.1');
+        await once(socket, 'connect');
+        // CONNECT, protocol name MQTT, level 7 (no such version), client id "v7".
+        socket.write(Buffer.from([0x10, 0x0e, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x07, 0x02, 0x00, 0x3c, 0x00, 0x02, 0x76, 0x37]));
+        const [reply] = (await once(socket, 'data')) as [Buffer];
+        socket.destroy();
+        return reply[3]!;
+      };
+      const cases: [string, string, () => Promise<number>, number][] = [
+        ['wrong password', 'bad_credentials', () => connackCode(gw.ports.mqtt, { username: device.username, password: 'Wrong-Passw0rd!', reconnectPeriod: 0 }), 4],
+        ['unknown user', 'bad_credentials', () => connackCode(gw.ports.mqtt, { username: 'no-such-device', password: 'Wrong-Passw0rd!', reconnectPeriod: 0 }), 4],
+        ['bad client id', 'bad_client_id', () => connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, clientId: 'c'.repeat(gw.config.mqtt.maxClientIdLength + 1), reconnectPeriod: 0 }), 2],
+        ['unsupported protocol version', 'unsupported_version', unsupported, 1],
+      ];
+      for (const [label, reason, connect, code] of cases) {
+        const counted = await refusedCount(reason);
+        const logged = gw.logs().filter((l) => l.message === 'mqtt.connect.refused').length;
+        expect(await connect(), label).to.equal(code);
+        const line = gw.logs().filter((l) => l.message === 'mqtt.connect.refused').at(-1)!;
+        expect(gw.logs().filter((l) => l.message === 'mqtt.connect.refused').length - logged, label).to.equal(1);
+        expect(line.audit, label).to.equal(true);
+        expect(line.returnCode, label).to.equal(code);
+        expect(line.reason, label).to.be.a('string').and.not.equal('');
+        expect(String(line.remote), label).to.include('127.0.0.1');
+        expect(await refusedCount(reason), label).to.equal(counted + 1);
+      }
     });
   });
 
