@@ -169,6 +169,38 @@ describe('grants never exceed the grantor', function () {
     });
   });
 
+  describe('the administrator role', () => {
+    it('is given and changed only by an administrator, even by one who holds all of its permissions', async () => {
+      const adminRole = (await gw.api('GET', `/api/roles/${adminRoleId}`, { token: admin })).body;
+      const strong = await gw.userWith(adminRole.permissions.map((p: Grant) => ({ resource: p.resource, operation: p.operation, context: p.context })));
+      const before = refusals().length;
+      const attempts: [string, string, unknown][] = [
+        ['POST', `/api/users/${strong.id}/roles`, { roleId: adminRoleId }],
+        ['PUT', `/api/users/${strong.id}`, { roles: [adminRoleId] }],
+        ['POST', '/api/users', { username: `second-admin-${Date.now()}`, identityProvider: 'local', roles: [adminRoleId] }],
+        ['PUT', `/api/roles/${adminRoleId}`, { name: 'admin', ldapGroupDn: 'cn=strong,dc=example,dc=org' }],
+        ['DELETE', `/api/roles/${adminRoleId}/permissions/${adminRole.permissions[0].id}`, undefined],
+        ['PUT', `/api/roles/${adminRoleId}/permissions/${adminRole.permissions[0].id}`, { resource: '/api/session', operation: 'read' }],
+        ['DELETE', `/api/roles/${adminRoleId}`, undefined],
+      ];
+      for (const [method, path, body] of attempts) {
+        const res = await gw.api(method, path, { token: strong.token, ...(body !== undefined ? { body } : {}) });
+        expect(res.status, `${method} ${path}: ${JSON.stringify(res.body)}`).to.equal(403);
+        expect(res.body.message).to.include('administrator');
+      }
+      expect(refusals().length - before).to.equal(attempts.length);
+      expect(refusals().at(-1)).to.include({ userId: strong.id, missing: 'administrator' });
+      expect((await gw.api('GET', `/api/roles/${adminRoleId}`, { token: admin })).body).to.deep.equal(adminRole);
+      expect(await sharedRoleIds(strong.id)).to.deep.equal([]);
+      // Other roles it holds: it may change them; the administrator may give the role.
+      const other = await gw.api('POST', '/api/roles', { token: strong.token, body: { name: `ops-${Date.now()}`, isShared: true, permissions: [mqtt('ops/#')] } });
+      expect(other.status).to.equal(201);
+      expect((await gw.api('DELETE', `/api/roles/${other.body.id}`, { token: strong.token })).status).to.equal(200);
+      expect((await gw.api('POST', `/api/users/${strong.id}/roles`, { token: admin, body: { roleId: adminRoleId } })).status).to.equal(201);
+      expect(await sharedRoleIds(strong.id)).to.deep.equal([adminRoleId]);
+    });
+  });
+
   describe('grants of held roles and batches', () => {
     it('creates users (single and batch) with a role and permissions it holds', async () => {
       const line = await gw.api('POST', '/api/roles', { token: admin, body: { name: `line-2-${Date.now()}`, isShared: true, permissions: [mqtt('line-2/#', 'read')] } });
