@@ -70,7 +70,12 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   // LDAP single sign-on (DESIGN §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
-  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: (userId, keep) => tokens.revoke(userId, tokens.fingerprintsOf(userId).filter((fp) => fp !== keep)) });
+  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: async (userId, keep) => {
+    const revoked = await tokens.revoke(userId, tokens.fingerprintsOf(userId).filter((fp) => fp !== keep));
+    // A password alone no longer signs this user in: its MQTT password sessions end as well.
+    events.emit({ userId, kind: 'revoked', tokenFingerprints: [], passwordSessions: true });
+    return revoked;
+  } });
   const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;

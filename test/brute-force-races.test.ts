@@ -8,7 +8,7 @@ import net from 'node:net';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
-import { connackCode } from './support/mqtt-test-kit.js';
+import { closed, connackCode, connect, endAllClients } from './support/mqtt-test-kit.js';
 
 const run = promisify(execFile);
 const http = (resource: string) => ({ resource, operation: 'readWrite' as const, context: 'http' as const });
@@ -124,14 +124,35 @@ describe('brute force that cannot be raced', function () {
       }
     });
 
-    it('ends every other token of a user who enrols in MFA; the enrolling one goes on', async () => {
-      const u = await gw.userWith([http('/api/session')]);
+    it('ends every other token of a user who enrols in MFA, and its MQTT sessions (password and token); the enrolling one goes on', async () => {
+      const u = await gw.userWith([http('/api/session'), { resource: 'enrol/#', operation: 'read', context: 'mqtt' }]);
       const other = await gw.login(u.username, GOOD_PASSWORD);
+      const byPassword = await connect(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD });
+      const byToken = await connect(gw.ports.mqtt, { username: u.username, password: other });
+      const ends = [closed(byPassword, 5000), closed(byToken, 5000)];
       const enable = await gw.api('POST', '/api/mfa/enable', { token: u.token });
       const secret = new URL(enable.body.uri).searchParams.get('secret')!;
       expect((await gw.api('POST', '/api/mfa/validate', { token: u.token, body: { otp: await oathtool(secret) } })).status).to.equal(200);
+      await Promise.all(ends);
       expect((await gw.api('GET', '/api/session', { token: other })).status).to.equal(401);
       expect((await gw.api('GET', '/api/session', { token: u.token })).status).to.equal(200);
+    });
+
+    it('a password change by the user ends its other tokens and its MQTT sessions signed in with the old password', async () => {
+      const u = await gw.userWith([http('/api/session'), http('/api/users/change-password'), { resource: 'pw/#', operation: 'read', context: 'mqtt' }]);
+      const other = await gw.login(u.username, GOOD_PASSWORD);
+      const byPassword = await connect(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD });
+      const byToken = await connect(gw.ports.mqtt, { username: u.username, password: other });
+      const kept = await connect(gw.ports.mqtt, { username: u.username, password: u.token });
+      const ends = [closed(byPassword, 5000), closed(byToken, 5000)];
+      const changed = await gw.api('PUT', '/api/users/change-password', { token: u.token, body: { password: GOOD_PASSWORD, newPassword: 'N3w-Passw0rd!' } });
+      expect(changed.status, JSON.stringify(changed.body)).to.equal(204);
+      await Promise.all(ends);
+      expect(kept.connected, 'the session of the token that made the change stays').to.equal(true);
+      expect((await gw.api('GET', '/api/session', { token: other })).status).to.equal(401);
+      expect((await gw.api('GET', '/api/session', { token: u.token })).status).to.equal(200);
+      expect(await connackCode(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD })).to.equal(4);
+      await endAllClients();
     });
   });
 

@@ -369,7 +369,8 @@ export function createUserService(deps: UserServiceDeps) {
         tokens.removeInTxn(userId, others);
         return others;
       });
-      events.emit({ userId, kind: 'revoked', tokenFingerprints: revoked });
+      // MQTT sessions that signed in with the old password end too.
+      events.emit({ userId, kind: 'revoked', tokenFingerprints: revoked, passwordSessions: true });
       log.audit('password changed', { userId, username: user.username, tokensRevoked: revoked.length });
     },
 
