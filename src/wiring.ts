@@ -64,8 +64,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });
   const roles = createRoleService({ store, engine, log, guard });
-  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
+  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
   // LDAP single sign-on (DESIGN §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });

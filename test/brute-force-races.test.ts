@@ -62,6 +62,18 @@ describe('brute force that cannot be raced', function () {
       expect(await connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, reconnectPeriod: 0 }), 'locked').to.not.equal(0);
     });
 
+    it('counts the current password of a password change like a login (a token is no unlimited password oracle)', async () => {
+      const u = await gw.userWith([http('/api/users/change-password')]);
+      const results = await Promise.all(
+        Array.from({ length: 30 }, () => gw.api('PUT', '/api/users/change-password', { token: u.token, body: { password: 'Wrong-Passw0rd!', newPassword: 'N3w-Passw0rd!' } })),
+      );
+      const evaluated = gw.logs().filter((l) => l.message === 'password change refused' && l.userId === u.id).length;
+      expect(evaluated).to.be.within(1, gw.config.auth.loginThrottle.maxAttempts);
+      expect(results.filter((r) => r.status === 401)).to.have.length(evaluated);
+      expect(results.filter((r) => r.status === 429)).to.have.length(30 - evaluated);
+      expect((await gw.api('POST', '/api/login', { body: { username: u.username, password: GOOD_PASSWORD } })).status, 'locked').to.equal(429);
+    });
+
     it('evaluates at most maxFailures of 100 concurrent OTP guesses', async () => {
       const u = await gw.userWith([http('/api/session')]);
       const enable = await gw.api('POST', '/api/mfa/enable', { token: u.token });

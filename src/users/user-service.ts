@@ -8,6 +8,7 @@ import { validateTopicName } from '../permissions/topic-pattern.js';
 import type { AccessEvents } from '../auth/access-events.js';
 import type { PasswordHasher } from '../auth/passwords.js';
 import { checkPasswordPolicy, checkUsernamePolicy } from '../auth/policy.js';
+import type { LoginThrottle } from '../auth/login-throttle.js';
 import type { TokenService } from '../auth/token-service.js';
 import {
   checkPermissionInputs,
@@ -81,6 +82,8 @@ export interface UserServiceDeps {
   policy: GatewayConfig['policy'];
   log: Logger;
   guard: GrantGuard;
+  /** The login limits: the current password of a change is a guess like a login's. */
+  throttle?: Pick<LoginThrottle, 'begin'>;
 }
 
 export function createUserService(deps: UserServiceDeps) {
@@ -354,11 +357,19 @@ export function createUserService(deps: UserServiceDeps) {
     },
 
     /** The caller's own password; other sessions of the caller end. */
-    async changePassword(userId: string, current: string, next: string, keepTokenFingerprint?: string): Promise<void> {
+    async changePassword(userId: string, current: string, next: string, keepTokenFingerprint?: string, source?: string): Promise<void> {
       const user = getOrThrow(userId);
-      if (!(await hasher.verify(user.passwordHash, current))) {
-        log.audit('password change refused', { userId, username: user.username, reason: 'wrong current password' });
-        throw new UnauthorizedError('current password is wrong');
+      // Counted like a login (a stolen token must not become an unlimited password oracle).
+      const attempt = await deps.throttle?.begin(user.username, source);
+      try {
+        if (!(await hasher.verify(user.passwordHash, current))) {
+          attempt?.failed();
+          log.audit('password change refused', { userId, username: user.username, reason: 'wrong current password', ...(source ? { source } : {}) });
+          throw new UnauthorizedError('current password is wrong');
+        }
+        attempt?.succeeded();
+      } finally {
+        attempt?.release();
       }
       checkPasswordPolicy(policy.password, next);
       const passwordHash = await hasher.hash(next);
