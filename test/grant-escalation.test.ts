@@ -286,5 +286,20 @@ describe('grants never exceed the grantor', function () {
       expect((await gw.api('GET', '/api/session', { token: weak.token })).status, 'tokens end with a password change').to.equal(401);
       expect((await gw.api('DELETE', `/api/users/${weak.id}`, { token: manager.token })).status).to.equal(200);
     });
+
+    it('a session with write on its own record cannot replace its password or turn its MFA off without proof', async () => {
+      const self = await gw.userWith([http('/api/users/+', 'readWrite'), http('/api/users/change-password', 'write')]);
+      for (const body of [{ password: 'Stolen-Passw0rd!' }, { disableMfa: true }]) {
+        const res = await gw.api('PUT', `/api/users/${self.id}`, { token: self.token, body });
+        expect(res.status, JSON.stringify(res.body)).to.equal(403);
+        expect(res.body.message).to.match(/change-password|mfa\/disable/);
+      }
+      expect(gw.logs().filter((l) => l.message === 'user update refused' && l.userId === self.id)).to.have.length(2);
+      expect(await gw.login(self.username, GOOD_PASSWORD)).to.be.a('string');
+      // The self-service call, with the current password: allowed.
+      expect((await gw.api('PUT', '/api/users/change-password', { token: self.token, body: { password: GOOD_PASSWORD, newPassword: 'Own-Passw0rd!' } })).status).to.equal(204);
+      // The administrator may still set anyone's password, its own included.
+      expect((await gw.api('PUT', `/api/users/${self.id}`, { token: admin, body: { password: 'Set-By-Adm1n!' } })).status).to.equal(200);
+    });
   });
 });

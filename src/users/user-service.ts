@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { GatewayConfig } from '../config/index.js';
-import { BadRequestError, ConflictError, NotFoundError, UnauthorizedError } from '../errors/errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { Actor, GrantGuard } from '../permissions/grant-guard.js';
 import type { PermissionEngine } from '../permissions/permission-engine.js';
@@ -282,6 +282,18 @@ export function createUserService(deps: UserServiceDeps) {
       if (input.permissions) checkPermissionInputs(input.permissions, 'permissions');
       const current = getOrThrow(id);
       guard.assertNotStronger(actor, id, 'update user');
+      // On oneself, a token alone must not replace the password or turn MFA off (a stolen
+      // session would become the account): the self-service calls ask for the current password
+      // or a second factor. Administrators keep doing both for anyone.
+      if (actor && actor.userId === id && !guard.unlimited(actor) && (input.password !== undefined || input.disableMfa)) {
+        const field = input.password !== undefined ? 'password' : 'disableMfa';
+        log.audit('user update refused', { userId: id, username: current.username, field, reason: 'own credentials' });
+        throw new ForbiddenError(
+          field === 'password'
+            ? 'change your own password with PUT /api/users/change-password (it needs the current one)'
+            : 'turn your own MFA off with POST /api/mfa/disable (it needs a second factor)',
+        );
+      }
       // Only what the change adds is a grant: roles and private permissions the user already has stay.
       if (input.roles) guard.assertHoldsRoles(actor, input.roles.filter((r) => !current.roleIds.includes(r)), 'update user');
       if (input.permissions) {
