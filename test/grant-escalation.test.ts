@@ -31,9 +31,16 @@ describe('grants never exceed the grantor', function () {
   const privatePermissions = async (id: string) => (await userOf(id)).roles.find((r: { isShared: boolean }) => !r.isShared).permissions.map((p: Grant) => `${p.context} ${p.operation} ${p.resource}`);
   const sharedRoleIds = async (id: string) => (await userOf(id)).roles.filter((r: { isShared: boolean }) => r.isShared).map((r: { id: string }) => r.id);
 
+  // Every refusal is audited once, with the permission that was missing.
+  let audited = 0;
+  beforeEach(() => {
+    audited = refusals().length;
+  });
   function expectRefused(res: { status: number; body: { message?: string } }, missing: string): void {
     expect(res.status, JSON.stringify(res.body)).to.equal(403);
     expect(res.body.message).to.include(missing);
+    expect(refusals().length, 'one grant refused audit line').to.equal(++audited);
+    expect(refusals().at(-1)!.missing).to.equal(missing);
   }
 
   describe('write on its own user record', () => {
