@@ -64,13 +64,18 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });
   const roles = createRoleService({ store, engine, log, guard });
-  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
+  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
   // LDAP single sign-on (DESIGN §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
-  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: (userId, keep) => tokens.revoke(userId, tokens.fingerprintsOf(userId).filter((fp) => fp !== keep)) });
+  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: async (userId, keep) => {
+    const revoked = await tokens.revoke(userId, tokens.fingerprintsOf(userId).filter((fp) => fp !== keep));
+    // A password alone no longer signs this user in: its MQTT password sessions end as well.
+    events.emit({ userId, kind: 'revoked', tokenFingerprints: [], passwordSessions: true });
+    return revoked;
+  } });
   const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
@@ -82,6 +87,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     caCertPem: () => ca!.caCertPem,
     log,
     onChange: () => broker?.refreshTls(),
+    guard,
+    engine,
   });
   // In memory: a restart relocks the registry and forgets pending requests.
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });

@@ -3,10 +3,12 @@
 // spray of made-up usernames leaves a lock in place, the per-address limit, tokens that end with
 // an MFA enrolment, and login times that do not tell whether a username exists (REST and MQTT).
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
-import { connackCode } from './support/mqtt-test-kit.js';
+import { closed, connackCode, connect, endAllClients } from './support/mqtt-test-kit.js';
 
 const run = promisify(execFile);
 const http = (resource: string) => ({ resource, operation: 'readWrite' as const, context: 'http' as const });
@@ -40,6 +42,36 @@ describe('brute force that cannot be raced', function () {
       const audited = gw.logs().filter((l) => l.message === 'login failed' && l.username === victim.username).length;
       expect(audited).to.equal(evaluated);
       expect((await gw.api('POST', '/api/login', { body: { username: victim.username, password: GOOD_PASSWORD } })).status, 'locked').to.equal(429);
+    });
+
+    it('the same for HTTP Basic and for MQTT password CONNECTs: at most maxAttempts evaluated, then locked', async () => {
+      const max = gw.config.auth.loginThrottle.maxAttempts;
+      const failedVia = (username: string, via: string) => gw.logs().filter((l) => l.message === 'login failed' && l.username === username && l.via === via).length;
+      const basic = (username: string, password: string) => ({ authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` });
+      const webUser = await gw.userWith([http('/api/session')]);
+      const web = await Promise.all(Array.from({ length: 60 }, () => gw.api('GET', '/api/session', { headers: basic(webUser.username, 'Wrong-Passw0rd!') })));
+      expect(failedVia(webUser.username, 'basic')).to.be.within(1, max);
+      expect(web.filter((r) => r.status === 401)).to.have.length(failedVia(webUser.username, 'basic'));
+      expect(web.filter((r) => r.status === 429)).to.have.length(60 - failedVia(webUser.username, 'basic'));
+      expect((await gw.api('GET', '/api/session', { headers: basic(webUser.username, GOOD_PASSWORD) })).status, 'locked').to.equal(429);
+
+      const device = await gw.userWith([{ resource: 'burst/#', operation: 'write', context: 'mqtt' }]);
+      const codes = await Promise.all(Array.from({ length: 60 }, (_, i) => connackCode(gw.ports.mqtt, { username: device.username, password: 'Wrong-Passw0rd!', clientId: `burst-${i}`, reconnectPeriod: 0 })));
+      expect(codes.every((c) => c !== 0), JSON.stringify(codes)).to.equal(true);
+      expect(failedVia(device.username, 'mqtt')).to.be.within(1, max);
+      expect(await connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, reconnectPeriod: 0 }), 'locked').to.not.equal(0);
+    });
+
+    it('counts the current password of a password change like a login (a token is no unlimited password oracle)', async () => {
+      const u = await gw.userWith([http('/api/users/change-password')]);
+      const results = await Promise.all(
+        Array.from({ length: 30 }, () => gw.api('PUT', '/api/users/change-password', { token: u.token, body: { password: 'Wrong-Passw0rd!', newPassword: 'N3w-Passw0rd!' } })),
+      );
+      const evaluated = gw.logs().filter((l) => l.message === 'password change refused' && l.userId === u.id).length;
+      expect(evaluated).to.be.within(1, gw.config.auth.loginThrottle.maxAttempts);
+      expect(results.filter((r) => r.status === 401)).to.have.length(evaluated);
+      expect(results.filter((r) => r.status === 429)).to.have.length(30 - evaluated);
+      expect((await gw.api('POST', '/api/login', { body: { username: u.username, password: GOOD_PASSWORD } })).status, 'locked').to.equal(429);
     });
 
     it('evaluates at most maxFailures of 100 concurrent OTP guesses', async () => {
@@ -104,14 +136,35 @@ describe('brute force that cannot be raced', function () {
       }
     });
 
-    it('ends every other token of a user who enrols in MFA; the enrolling one goes on', async () => {
-      const u = await gw.userWith([http('/api/session')]);
+    it('ends every other token of a user who enrols in MFA, and its MQTT sessions (password and token); the enrolling one goes on', async () => {
+      const u = await gw.userWith([http('/api/session'), { resource: 'enrol/#', operation: 'read', context: 'mqtt' }]);
       const other = await gw.login(u.username, GOOD_PASSWORD);
+      const byPassword = await connect(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD });
+      const byToken = await connect(gw.ports.mqtt, { username: u.username, password: other });
+      const ends = [closed(byPassword, 5000), closed(byToken, 5000)];
       const enable = await gw.api('POST', '/api/mfa/enable', { token: u.token });
       const secret = new URL(enable.body.uri).searchParams.get('secret')!;
       expect((await gw.api('POST', '/api/mfa/validate', { token: u.token, body: { otp: await oathtool(secret) } })).status).to.equal(200);
+      await Promise.all(ends);
       expect((await gw.api('GET', '/api/session', { token: other })).status).to.equal(401);
       expect((await gw.api('GET', '/api/session', { token: u.token })).status).to.equal(200);
+    });
+
+    it('a password change by the user ends its other tokens and its MQTT sessions signed in with the old password', async () => {
+      const u = await gw.userWith([http('/api/session'), http('/api/users/change-password'), { resource: 'pw/#', operation: 'read', context: 'mqtt' }]);
+      const other = await gw.login(u.username, GOOD_PASSWORD);
+      const byPassword = await connect(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD });
+      const byToken = await connect(gw.ports.mqtt, { username: u.username, password: other });
+      const kept = await connect(gw.ports.mqtt, { username: u.username, password: u.token });
+      const ends = [closed(byPassword, 5000), closed(byToken, 5000)];
+      const changed = await gw.api('PUT', '/api/users/change-password', { token: u.token, body: { password: GOOD_PASSWORD, newPassword: 'N3w-Passw0rd!' } });
+      expect(changed.status, JSON.stringify(changed.body)).to.equal(204);
+      await Promise.all(ends);
+      expect(kept.connected, 'the session of the token that made the change stays').to.equal(true);
+      expect((await gw.api('GET', '/api/session', { token: other })).status).to.equal(401);
+      expect((await gw.api('GET', '/api/session', { token: u.token })).status).to.equal(200);
+      expect(await connackCode(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD })).to.equal(4);
+      await endAllClients();
     });
   });
 
@@ -159,6 +212,51 @@ describe('brute force that cannot be raced', function () {
       }
       const ratio = Math.max(median(a), median(b)) / Math.min(median(a), median(b));
       expect(ratio, `known ${median(a).toFixed(1)} ms, unknown ${median(b).toFixed(1)} ms`).to.be.below(1.2);
+    });
+  });
+
+  describe('refused MQTT CONNECTs', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startGateway({ overrides: { auth: { loginThrottle: { maxFailuresPerAddress: 0 } } } });
+    });
+    after(() => gw.stop());
+
+    async function refusedCount(reason: string): Promise<number> {
+      const text = String((await gw.api('GET', '/metrics', { token: await gw.login() })).body);
+      const line = text.split('\n').find((l: string) => l.startsWith(`gatewayd_mqtt_connects_refused_total{reason="${reason}"}`));
+      return line ? Number(line.split(' ').at(-1)) : 0;
+    }
+
+    it('logs each one with its reason and source address, and counts it by reason', async () => {
+      const device = await gw.userWith([{ resource: 'd/#', operation: 'write', context: 'mqtt' }]);
+      const unsupported = async () => {
+        const socket = net.connect(gw.ports.mqtt, '127.0.0.1');
+        await once(socket, 'connect');
+        // CONNECT, protocol name MQTT, level 7 (no such version), client id "v7".
+        socket.write(Buffer.from([0x10, 0x0e, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x07, 0x02, 0x00, 0x3c, 0x00, 0x02, 0x76, 0x37]));
+        const [reply] = (await once(socket, 'data')) as [Buffer];
+        socket.destroy();
+        return reply[3]!;
+      };
+      const cases: [string, string, () => Promise<number>, number][] = [
+        ['wrong password', 'bad_credentials', () => connackCode(gw.ports.mqtt, { username: device.username, password: 'Wrong-Passw0rd!', reconnectPeriod: 0 }), 4],
+        ['unknown user', 'bad_credentials', () => connackCode(gw.ports.mqtt, { username: 'no-such-device', password: 'Wrong-Passw0rd!', reconnectPeriod: 0 }), 4],
+        ['bad client id', 'bad_client_id', () => connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, clientId: 'c'.repeat(gw.config.mqtt.maxClientIdLength + 1), reconnectPeriod: 0 }), 2],
+        ['unsupported protocol version', 'unsupported_version', unsupported, 1],
+      ];
+      for (const [label, reason, connect, code] of cases) {
+        const counted = await refusedCount(reason);
+        const logged = gw.logs().filter((l) => l.message === 'mqtt.connect.refused').length;
+        expect(await connect(), label).to.equal(code);
+        const line = gw.logs().filter((l) => l.message === 'mqtt.connect.refused').at(-1)!;
+        expect(gw.logs().filter((l) => l.message === 'mqtt.connect.refused').length - logged, label).to.equal(1);
+        expect(line.audit, label).to.equal(true);
+        expect(line.returnCode, label).to.equal(code);
+        expect(line.reason, label).to.be.a('string').and.not.equal('');
+        expect(String(line.remote), label).to.include('127.0.0.1');
+        expect(await refusedCount(reason), label).to.equal(counted + 1);
+      }
     });
   });
 

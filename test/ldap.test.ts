@@ -349,6 +349,36 @@ describe('ldap single sign-on (real slapd)', function () {
       await g.stop();
     }
   });
+
+  it('evaluates at most maxAttempts of 30 concurrent wrong directory passwords (binds); the rest get 429', async () => {
+    await slapd.addUser('henry', 'Henry-dir-pw1');
+    const results = await Promise.all(Array.from({ length: 30 }, () => login('henry', 'Wrong-passw0rd')));
+    const binds = audits(gw, 'ldap login failed').filter((l) => l.username === 'henry' && l.reason === 'wrong password').length;
+    expect(binds).to.be.within(1, gw.config.auth.loginThrottle.maxAttempts);
+    expect(results.filter((r) => r.status === 401)).to.have.length(binds);
+    expect(results.filter((r) => r.status === 429)).to.have.length(30 - binds);
+    expect((await login('henry', 'Henry-dir-pw1')).status, 'locked, even with the right password').to.equal(429);
+  });
+
+  it('a directory user with write on roles cannot bind the admin role to its own group; a role it holds, it may', async () => {
+    await slapd.addUser('ivan', 'Ivan-dir-pw1');
+    await slapd.addGroup('ivans', [userDn('ivan')]);
+    expect((await login('ivan', 'Ivan-dir-pw1')).status).to.equal(200);
+    const ivan = gw.services.users.findByUsername('ivan')!;
+    const granted = await gw.api('PUT', `/api/users/${ivan.id}`, { token: admin, body: { permissions: [{ resource: '/api/roles/+', operation: 'readWrite', context: 'http' }] } });
+    expect(granted.status, JSON.stringify(granted.body)).to.equal(200);
+    const token = (await login('ivan', 'Ivan-dir-pw1')).body.token as string;
+    const adminRole = gw.services.roles.list({ name: 'admin' })[0]!;
+    const refused = await gw.api('PUT', `/api/roles/${adminRole.id}`, { token, body: { name: 'admin', ldapGroupDn: groupDn('ivans') } });
+    expect(refused.status, JSON.stringify(refused.body)).to.equal(403);
+    expect(refused.body.message).to.include('http readWrite /api/#');
+    expect((await login('ivan', 'Ivan-dir-pw1')).status).to.equal(200);
+    expect(sharedRoleNames(gw, 'ivan')).to.deep.equal([]);
+    const readers = await createRole(gw, admin, 'ivan-readers', [{ resource: '/api/roles/+', operation: 'read', context: 'http' }]);
+    expect((await gw.api('PUT', `/api/roles/${readers}`, { token, body: { name: 'ivan-readers', ldapGroupDn: groupDn('ivans') } })).status).to.equal(200);
+    expect((await login('ivan', 'Ivan-dir-pw1')).status).to.equal(200);
+    expect(sharedRoleNames(gw, 'ivan')).to.deep.equal(['ivan-readers']);
+  });
 });
 
 describe('ldap single sign-on over TLS (real slapd: ldaps:// and StartTLS)', function () {

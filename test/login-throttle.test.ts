@@ -49,6 +49,23 @@ describe('brute-force protection', () => {
       expect(refused).to.be.instanceOf(TooManyRequestsError);
     });
 
+    it('does not evict the counter of a username whose checks are still running (a spray during a burst)', async () => {
+      const t = createLoginThrottle({ ...options, maxAttempts: 3, lockoutSeconds: 60, maxTrackedUsernames: 5 });
+      const running = await Promise.all([t.begin('victim'), t.begin('victim'), t.begin('victim')]);
+      // Made-up names far beyond the table's bound while the victim's three guesses run.
+      for (let i = 0; i < 100; i++) (await t.begin(`spray-${i}`)).failed();
+      let fourth: 'waiting' | 'started' | 'refused' = 'waiting';
+      const next = t.begin('victim').then(
+        (a) => ((fourth = 'started'), a),
+        (e: unknown) => ((fourth = 'refused'), Promise.reject(e)),
+      );
+      await new Promise((r) => setImmediate(r));
+      expect(fourth, 'a fresh counter would let a fourth guess run at once').to.equal('waiting');
+      for (const a of running) a.failed();
+      expect(await next.catch((e: unknown) => e)).to.be.instanceOf(TooManyRequestsError);
+      expect(t.lockedFor('victim')).to.be.above(0);
+    });
+
     it('reserves attempts: at most maxAttempts checks run at once for one username, the rest wait their turn', async () => {
       const t = createLoginThrottle({ ...options, maxAttempts: 5, lockoutSeconds: 60, maxTrackedUsernames: 50 });
       const pending = Array.from({ length: 60 }, () => t.begin('u'));

@@ -76,4 +76,33 @@ describe('trusted certificates', function () {
     expect((await gw.api('GET', '/api/certificates', { token: admin })).body).to.have.length(before);
     expect((await gw.api('GET', `/api/certificates/content?id=${'0'.repeat(64)}`, { token: admin })).status).to.equal(404);
   });
+
+  it('lets only who holds their MQTT permissions trust a CA that could sign in as users with grant type certificate (CN)', async () => {
+    // device-02 is the CN of otherClientCert; a CA trusted by a delegate must not make it theirs.
+    const plc = await gw.api('POST', '/api/users', {
+      token: admin,
+      body: { username: 'device-02', identityProvider: 'local', grantTypes: [{ method: 'certificate', isRequired: true }], initialPermissions: [{ resource: '#', operation: 'readWrite', context: 'mqtt' }] },
+    });
+    expect(plc.status, JSON.stringify(plc.body)).to.equal(201);
+    const byCn = () => connackCode(gw.ports.mqtts, { ...tlsOptions(), username: undefined } as never);
+    try {
+      const delegate = await gw.userWith([{ resource: '/api/certificates', operation: 'readWrite', context: 'http' }, { resource: 'plant/#', operation: 'readWrite', context: 'mqtt' }]);
+      const before = (await gw.api('GET', '/api/certificates', { token: admin })).body.length;
+      const refused = await gw.api('POST', '/api/certificates', { token: delegate.token, body: certs.otherCaCert });
+      expect(refused.status, JSON.stringify(refused.body)).to.equal(403);
+      expect(refused.body.message).to.include('mqtt readWrite #');
+      expect(gw.logs().filter((l) => l.message === 'grant refused' && l.userId === delegate.id)).to.have.length(1);
+      expect((await gw.api('GET', '/api/certificates', { token: admin })).body).to.have.length(before);
+      expect(await byCn()).to.not.equal(0);
+
+      // One that holds them: trusted, and the CN signs in.
+      const holder = await gw.userWith([{ resource: '/api/certificates', operation: 'readWrite', context: 'http' }, { resource: '#', operation: 'readWrite', context: 'mqtt' }]);
+      const added = await gw.api('POST', '/api/certificates', { token: holder.token, body: certs.otherCaCert });
+      expect(added.status, JSON.stringify(added.body)).to.equal(201);
+      expect(await byCn()).to.equal(0);
+      expect((await gw.api('DELETE', `/api/certificates?id=${added.body[0].id}`, { token: admin })).status).to.equal(200);
+    } finally {
+      await gw.api('DELETE', `/api/users/${plc.body.id}`, { token: admin });
+    }
+  });
 });

@@ -73,11 +73,15 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
     if (!c) {
       c = { failures: 0, inFlight: 0, lastFailure: 0, waiters: [] };
       counters.set(key, c);
-      while (counters.size > options.maxTrackedKeys) {
-        const [oldest, evicted] = counters.entries().next().value as [string, Counter];
-        counters.delete(oldest);
-        // Its waiters look again (and find a fresh counter).
-        for (const wake of evicted.waiters.splice(0)) wake();
+      // Evict the oldest idle counters. A counter with evaluations running or waiting stays:
+      // evicted, its key would get a fresh counter and another maxAttempts guesses in flight
+      // while the first ones still run (a spray of made-up names during a burst). Busy
+      // counters are bounded by the requests in flight, so the table stays bounded too.
+      if (counters.size > options.maxTrackedKeys) {
+        for (const [k, other] of counters) {
+          if (counters.size <= options.maxTrackedKeys) break;
+          if (other !== c && other.inFlight === 0 && other.waiters.length === 0) counters.delete(k);
+        }
       }
     }
     return c;

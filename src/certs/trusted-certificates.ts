@@ -1,5 +1,8 @@
 import { ConflictError, NotFoundError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
+import type { Actor, GrantedPermission, GrantGuard } from '../permissions/grant-guard.js';
+import type { PermissionEngine } from '../permissions/permission-engine.js';
+import { permissionKey } from '../roles/role-service.js';
 import type { IndexKey, Store } from '../store/index.js';
 import { describeCertificate, splitPemCertificates, type TrustedCertificate } from './pem.js';
 
@@ -20,8 +23,23 @@ export function createTrustedCertificateService(deps: {
   caCertPem: () => string;
   log: Logger;
   onChange: () => void;
+  guard: GrantGuard;
+  engine: PermissionEngine;
 }) {
-  const { store, log } = deps;
+  const { store, log, guard, engine } = deps;
+
+  /**
+   * A trusted CA vouches for CN = username of every user with grant type certificate, so who
+   * adds one can sign in over MQTT as any of them: the MQTT permissions of all of them together.
+   */
+  function certificateLoginGrants(): GrantedPermission[] {
+    const grants = new Map<string, GrantedPermission>();
+    for (const { value: user } of store.users.getRange()) {
+      if (!user.grantTypes.some((g) => g.method === 'certificate')) continue;
+      for (const p of engine.grantsOf(user.id)) if (p.context === 'mqtt') grants.set(permissionKey(p), p);
+    }
+    return [...grants.values()];
+  }
   const stored = (): [string, StoredCertificate][] =>
     [...store.kv.getRange(all)].map(({ key: k, value }) => [String(k[1]), value as StoredCertificate]);
 
@@ -30,9 +48,13 @@ export function createTrustedCertificateService(deps: {
       return [describeCertificate(deps.caCertPem(), false), ...stored().map(([, c]) => describeCertificate(c.pem, true))];
     },
 
-    /** Adds every certificate of the PEM text that is not trusted yet; 409 when none is new. */
-    async add(text: string): Promise<TrustedCertificate[]> {
+    /**
+     * Adds every certificate of the PEM text that is not trusted yet; 409 when none is new. The
+     * actor must hold every MQTT permission of the users it could then sign in as (403, audited).
+     */
+    async add(text: string, actor?: Actor): Promise<TrustedCertificate[]> {
       const described = splitPemCertificates(text).map((pem) => ({ pem, info: describeCertificate(pem, true) }));
+      if (!guard.unlimited(actor)) guard.assertHolds(actor, certificateLoginGrants(), 'trust a certificate');
       const caId = describeCertificate(deps.caCertPem(), false).id;
       const added = await store.transaction(() => {
         const fresh = new Map<string, (typeof described)[number]>();

@@ -860,7 +860,7 @@ class GatewayBroker implements Broker {
 
   private onAccessChange(change: AccessChange): void {
     try {
-      if (change.kind !== 'permissions') this.revocations.record(change.userId, change.tokenFingerprints);
+      if (change.kind !== 'permissions') this.revocations.record(change.userId, change.tokenFingerprints, change.passwordSessions);
       if (change.kind === 'deleted') {
         for (const [clientId, owner] of this.sessionOwners) if (owner === change.userId) this.sessionOwners.delete(clientId);
         this.persistence?.releaseSessionsOf(change.userId);
@@ -878,8 +878,10 @@ class GatewayBroker implements Broker {
       }
       const tokens = change.kind === 'revoked' ? tokenSetOf(change) : null;
       for (const client of [...clients]) {
-        const fp = client.gatewayd!.principal?.tokenFingerprint;
-        if (tokens !== null && (fp === undefined || !tokens.has(fp))) continue;
+        const principal = client.gatewayd!.principal;
+        const fp = principal?.tokenFingerprint;
+        const byPassword = change.passwordSessions === true && principal?.method === 'password';
+        if (tokens !== null && !byPassword && (fp === undefined || !tokens.has(fp))) continue;
         this.disconnect(client, change.kind === 'deleted' ? 'user deleted' : 'credentials revoked');
       }
     } catch (err) {

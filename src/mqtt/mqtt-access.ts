@@ -32,6 +32,11 @@ export interface AccessChange {
    */
   kind: 'permissions' | 'revoked' | 'deleted';
   tokenFingerprints?: string[];
+  /**
+   * revoked with tokenFingerprints: sessions that signed in with the password end too (the
+   * user changed its password, or enrolled in MFA so that a password alone no longer does).
+   */
+  passwordSessions?: boolean;
 }
 
 export interface MqttAccess {

@@ -7,6 +7,7 @@ interface Revocation {
   seq: number;
   userId: string;
   fingerprints: ReadonlySet<string> | null;
+  passwordSessions: boolean;
 }
 
 /**
@@ -17,12 +18,13 @@ export class RevocationLog {
   seq = 0;
   private readonly ring: Array<Revocation | undefined> = new Array(REVOCATION_LOG_SIZE);
 
-  record(userId: string, fingerprints: readonly string[] | undefined): void {
+  record(userId: string, fingerprints: readonly string[] | undefined, passwordSessions = false): void {
     this.seq++;
     this.ring[this.seq % REVOCATION_LOG_SIZE] = {
       seq: this.seq,
       userId,
       fingerprints: fingerprints ? new Set(fingerprints) : null,
+      passwordSessions,
     };
   }
 
@@ -34,6 +36,7 @@ export class RevocationLog {
       const r = this.ring[s % REVOCATION_LOG_SIZE];
       if (!r || r.seq !== s || r.userId !== principal.userId) continue;
       if (r.fingerprints === null) return true;
+      if (r.passwordSessions && principal.method === 'password') return true;
       if (principal.tokenFingerprint !== undefined && r.fingerprints.has(principal.tokenFingerprint)) return true;
     }
     return false;

@@ -39,6 +39,14 @@ export interface GrantGuard {
   assertNotStronger(actor: Actor | undefined, targetUserId: string, action: string): void;
   /** True when the actor holds the permission (or is an administrator). */
   holds(actor: Actor, grant: GrantedPermission): boolean;
+  /** True for the daemon itself (no actor) and for holders of the administrator role: nothing is checked. */
+  unlimited(actor: Actor | undefined): boolean;
+  /**
+   * Refuses (403, audited) to change or give the administrator role unless the actor holds it:
+   * holding it is more than holding its permissions (the guard does not limit its holders), and
+   * narrowing it would lock the administrator out. Other roles pass.
+   */
+  assertMayTouchRole(actor: Actor | undefined, roleId: string, action: string): void;
 }
 
 const operationsOf = (op: PermissionOperation): AccessOperation[] => (op === 'readWrite' ? ['read', 'write'] : [op]);
@@ -63,6 +71,7 @@ export function createGrantGuard(deps: { store: Store; engine: PermissionEngine;
   }
 
   const guard: GrantGuard = {
+    unlimited: (actor) => !actor || isAdministrator(actor.userId),
     holds(actor, grant) {
       return isAdministrator(actor.userId) || holdsGrant(actor.userId, grant);
     },
@@ -70,11 +79,18 @@ export function createGrantGuard(deps: { store: Store; engine: PermissionEngine;
       if (!actor || isAdministrator(actor.userId)) return;
       for (const g of grants) if (!holdsGrant(actor.userId, g)) refuse(actor, g, action);
     },
+    assertMayTouchRole(actor, roleId, action) {
+      if (!actor || roleId !== store.meta.get(ADMIN_ROLE_ID_KEY) || isAdministrator(actor.userId)) return;
+      log.audit('grant refused', { userId: actor.userId, username: actor.username, action, missing: 'administrator' });
+      throw new ForbiddenError(`${action}: only an administrator may give or change the administrator role`);
+    },
     assertHoldsRoles(actor, roleIds, action) {
       if (!actor || isAdministrator(actor.userId)) return;
       for (const roleId of roleIds) {
         const role = store.roles.get(roleId);
+        // The permission it lacks first (the more useful answer), then the administrator rule.
         if (role) guard.assertHolds(actor, role.permissions, `${action} (role ${role.name})`);
+        guard.assertMayTouchRole(actor, roleId, action);
       }
     },
     assertNotStronger(actor, targetUserId, action) {

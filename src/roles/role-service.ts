@@ -278,7 +278,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
 
     async update(id: string, input: RoleInput, actor?: Actor): Promise<RoleRecord> {
       checkPermissionInputs(input.permissions ?? [], 'permissions');
-      // As in Kubernetes: whoever writes a role's permissions must hold all of them.
+      // Before anything is read: a refused grant is refused whatever the role is.
       if (input.permissions) guard.assertHolds(actor, input.permissions, 'update role');
       return mutateRole(
         id,
@@ -289,13 +289,20 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
           if (!input.isShared && input.isShared !== undefined && engine.membersOf(id).length > 1) {
             throw new BadRequestError('a role held by several users must stay shared');
           }
-          return buildRole(input, previous);
+          const next = buildRole(input, previous);
+          // As in Kubernetes: whoever writes a role must hold all of its resulting permissions,
+          // also when only its name or group binding changes: an LDAP group DN, an IdP group id
+          // or (LDAP mode ATTRIBUTE) the name decide who gets the role at the next login.
+          guard.assertHolds(actor, next.permissions, 'update role');
+          guard.assertMayTouchRole(actor, id, 'update role');
+          return next;
         },
         'role updated',
       );
     },
 
-    async delete(id: string): Promise<void> {
+    async delete(id: string, actor?: Actor): Promise<void> {
+      guard.assertMayTouchRole(actor, id, 'delete role');
       const { role, members } = await store.transaction(() => {
         const role = getOrThrow(id);
         if (role.ownerUserId) throw new ConflictError('this is the private role of a user; it is deleted with the user');
@@ -326,6 +333,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
     async addPermission(id: string, input: PermissionInput, actor?: Actor): Promise<PermissionRecord> {
       checkPermissionInputs([input], 'body');
       guard.assertHolds(actor, [input], 'add permission');
+      guard.assertMayTouchRole(actor, id, 'add permission');
       const [created] = newPermissions([input]);
       await mutateRole(
         id,
@@ -349,13 +357,15 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
           if (input.resource !== undefined) p.resource = input.resource;
           checkPermissionInputs(role.permissions, 'permissions');
           guard.assertHolds(actor, [p], 'update permission');
+          guard.assertMayTouchRole(actor, id, 'update permission');
           return role;
         },
         'permission updated',
       );
     },
 
-    async deletePermission(id: string, permissionId: string): Promise<void> {
+    async deletePermission(id: string, permissionId: string, actor?: Actor): Promise<void> {
+      guard.assertMayTouchRole(actor, id, 'delete permission');
       await mutateRole(
         id,
         (role) => {

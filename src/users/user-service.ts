@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { GatewayConfig } from '../config/index.js';
-import { BadRequestError, ConflictError, NotFoundError, UnauthorizedError } from '../errors/errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { Actor, GrantGuard } from '../permissions/grant-guard.js';
 import type { PermissionEngine } from '../permissions/permission-engine.js';
@@ -8,6 +8,7 @@ import { validateTopicName } from '../permissions/topic-pattern.js';
 import type { AccessEvents } from '../auth/access-events.js';
 import type { PasswordHasher } from '../auth/passwords.js';
 import { checkPasswordPolicy, checkUsernamePolicy } from '../auth/policy.js';
+import type { LoginThrottle } from '../auth/login-throttle.js';
 import type { TokenService } from '../auth/token-service.js';
 import {
   checkPermissionInputs,
@@ -81,6 +82,8 @@ export interface UserServiceDeps {
   policy: GatewayConfig['policy'];
   log: Logger;
   guard: GrantGuard;
+  /** The login limits: the current password of a change is a guess like a login's. */
+  throttle?: Pick<LoginThrottle, 'begin'>;
 }
 
 export function createUserService(deps: UserServiceDeps) {
@@ -279,6 +282,18 @@ export function createUserService(deps: UserServiceDeps) {
       if (input.permissions) checkPermissionInputs(input.permissions, 'permissions');
       const current = getOrThrow(id);
       guard.assertNotStronger(actor, id, 'update user');
+      // On oneself, a token alone must not replace the password or turn MFA off (a stolen
+      // session would become the account): the self-service calls ask for the current password
+      // or a second factor. Administrators keep doing both for anyone.
+      if (actor && actor.userId === id && !guard.unlimited(actor) && (input.password !== undefined || input.disableMfa)) {
+        const field = input.password !== undefined ? 'password' : 'disableMfa';
+        log.audit('user update refused', { userId: id, username: current.username, field, reason: 'own credentials' });
+        throw new ForbiddenError(
+          field === 'password'
+            ? 'change your own password with PUT /api/users/change-password (it needs the current one)'
+            : 'turn your own MFA off with POST /api/mfa/disable (it needs a second factor)',
+        );
+      }
       // Only what the change adds is a grant: roles and private permissions the user already has stay.
       if (input.roles) guard.assertHoldsRoles(actor, input.roles.filter((r) => !current.roleIds.includes(r)), 'update user');
       if (input.permissions) {
@@ -354,11 +369,19 @@ export function createUserService(deps: UserServiceDeps) {
     },
 
     /** The caller's own password; other sessions of the caller end. */
-    async changePassword(userId: string, current: string, next: string, keepTokenFingerprint?: string): Promise<void> {
+    async changePassword(userId: string, current: string, next: string, keepTokenFingerprint?: string, source?: string): Promise<void> {
       const user = getOrThrow(userId);
-      if (!(await hasher.verify(user.passwordHash, current))) {
-        log.audit('password change refused', { userId, username: user.username, reason: 'wrong current password' });
-        throw new UnauthorizedError('current password is wrong');
+      // Counted like a login (a stolen token must not become an unlimited password oracle).
+      const attempt = await deps.throttle?.begin(user.username, source);
+      try {
+        if (!(await hasher.verify(user.passwordHash, current))) {
+          attempt?.failed();
+          log.audit('password change refused', { userId, username: user.username, reason: 'wrong current password', ...(source ? { source } : {}) });
+          throw new UnauthorizedError('current password is wrong');
+        }
+        attempt?.succeeded();
+      } finally {
+        attempt?.release();
       }
       checkPasswordPolicy(policy.password, next);
       const passwordHash = await hasher.hash(next);
@@ -369,7 +392,8 @@ export function createUserService(deps: UserServiceDeps) {
         tokens.removeInTxn(userId, others);
         return others;
       });
-      events.emit({ userId, kind: 'revoked', tokenFingerprints: revoked });
+      // MQTT sessions that signed in with the old password end too.
+      events.emit({ userId, kind: 'revoked', tokenFingerprints: revoked, passwordSessions: true });
       log.audit('password changed', { userId, username: user.username, tokensRevoked: revoked.length });
     },
 

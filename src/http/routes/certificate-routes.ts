@@ -1,5 +1,5 @@
 import type { TrustedCertificateService } from '../../certs/trusted-certificates.js';
-import type { RouteModule } from '../create-http-app.js';
+import { principalOf, type RouteModule } from '../create-http-app.js';
 import { queryString } from './query.js';
 
 export function certificateRoutes(deps: { trusted: TrustedCertificateService }): RouteModule {
@@ -7,7 +7,7 @@ export function certificateRoutes(deps: { trusted: TrustedCertificateService }):
   return (r) => {
     r.get('/api/certificates', (_req, res) => void res.json(trusted.list()));
     r.post('/api/certificates', async (req, res) => {
-      res.status(201).json(await trusted.add(req.body as string));
+      res.status(201).json(await trusted.add(req.body as string, principalOf(res)));
     });
     r.delete('/api/certificates', async (req, res) => {
       await trusted.remove(queryString(req.query.id)!.toLowerCase());

@@ -33,7 +33,7 @@ export function roleRoutes(deps: { roles: RoleService }): RouteModule {
       res.json(roleView(await roles.update(req.params.id, req.body, principalOf(res))));
     });
     r.delete('/api/roles/:id', async (req, res) => {
-      await roles.delete(req.params.id);
+      await roles.delete(req.params.id, principalOf(res));
       res.status(200).end();
     });
     r.get('/api/roles/:id/permissions', (req, res) => void res.json(roles.listPermissions(req.params.id)));
@@ -49,7 +49,7 @@ export function roleRoutes(deps: { roles: RoleService }): RouteModule {
       res.status(200).end();
     });
     r.delete('/api/roles/:id/permissions/:pemId', async (req, res) => {
-      await roles.deletePermission(req.params.id, req.params.pemId);
+      await roles.deletePermission(req.params.id, req.params.pemId, principalOf(res));
       res.status(200).end();
     });
     r.get('/api/permissions/page', (req, res) => {

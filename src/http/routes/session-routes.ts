@@ -21,7 +21,7 @@ export function sessionRoutes(deps: { auth: AuthService; users: UserService; eng
     });
     r.put('/api/users/change-password', async (req, res) => {
       const p = principalOf(res);
-      await users.changePassword(p.userId, req.body.password, req.body.newPassword, p.token?.fingerprint);
+      await users.changePassword(p.userId, req.body.password, req.body.newPassword, p.token?.fingerprint, req.ip);
       res.status(204).end();
     });
   };
