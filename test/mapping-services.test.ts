@@ -2,7 +2,7 @@
 // the real gateway, real Modbus TCP peers and an MQTT client of the gateway's broker. A steady
 // service polls through every change: its connection must never be opened again and the MQTT
 // client never dropped.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import type { MqttClient } from 'mqtt';
@@ -37,6 +37,13 @@ resources:
   pressure:
     type: Endpoint
     properties: {connection: !ref plc, operation: read, address: {table: input, address: 5}, pollIntervalMs: 30}
+`;
+
+/** A service of one mapping from <id>/in to plant/<id>/<to>: what runs shows in GET /api/mappings and on MQTT. */
+const routeYaml = (id: string, to: string) => `resources:
+  m:
+    type: Mapping
+    properties: {mappings: [{source: ${id}/in, target: plant/${id}/${to}}]}
 `;
 
 describe('protocol-mapping services through the API and the watched directory', function () {
@@ -238,6 +245,75 @@ describe('protocol-mapping services through the API and the watched directory', 
     expect((await api('GET', '/api/endpoints/hand.pressure')).body.currentState).to.equal('enabled');
     writeFileSync(file, full);
     await inbox.until((m) => m.topic === 'services/hand/temp' && m.payload === '217', 10_000);
+  });
+
+  it('writes a new file private (0600) and an existing one with its mode kept, by rename (a new inode), leaving no temporary file', async () => {
+    const file = join(servicesDir, 'modes.yaml');
+    expect((await putYaml('modes', routeYaml('modes', 'a'))).status).to.equal(201);
+    expect(statSync(file).mode & 0o777).to.equal(0o600);
+    chmodSync(file, 0o640);
+    const inode = statSync(file).ino;
+    expect((await putYaml('modes', routeYaml('modes', 'b'))).status).to.equal(200);
+    // Written beside and renamed over: a reader (the watcher, an editor) never sees half a file.
+    expect(statSync(file).ino).to.not.equal(inode);
+    expect(statSync(file).mode & 0o777).to.equal(0o640);
+    expect(readFileSync(file, 'utf8')).to.equal(routeYaml('modes', 'b'));
+    expect(readdirSync(servicesDir).filter((f) => f.includes('.tmp'))).to.deep.equal([]);
+    expect((await api('DELETE', '/api/services/modes')).status).to.equal(200);
+  });
+
+  /** The file on disk, the API's answers and the running mapping are the same version of service `id`. */
+  const agree = async (id: string): Promise<string> => {
+    const disk = readFileSync(join(servicesDir, `${id}.yaml`), 'utf8');
+    const target = /target: ([^}\s]+)/.exec(disk)![1]!;
+    const yaml = await api('GET', `/api/services/${id}`, { headers: { accept: 'application/yaml' } });
+    expect(yaml.body).to.equal(disk);
+    expect(yaml.headers.get('x-service-state')).to.equal('applied');
+    const running = await api('GET', `/api/mappings/${id}.m`);
+    expect(running.body.mappings[0].target).to.equal(target);
+    return target;
+  };
+  /** The running version really runs: a message on <id>/in comes out on `target`. */
+  const routesTo = async (id: string, target: string, payload: string) => {
+    await client.publishAsync(`${id}/in`, payload);
+    await inbox.until((m) => m.topic === target && m.payload === payload, 10_000);
+  };
+
+  it('applies concurrent PUTs of one service one at a time: the file, the API and the running version agree', async () => {
+    const N = 6;
+    const answers = await Promise.all(Array.from({ length: N }, (_, i) => putYaml('conc', routeYaml('conc', `v${i}`))));
+    // One created it; every other one replaced a whole, applied version (never a mix of two).
+    expect(answers.map((a) => a.status).sort()).to.deep.equal([200, 200, 200, 200, 200, 201]);
+    expect(answers.find((a) => a.status === 201)!.body.changes.added).to.deep.equal(['conc.m']);
+    for (const a of answers.filter((x) => x.status === 200)) expect(a.body.changes.restarted).to.deep.equal(['conc.m']);
+    const target = await agree('conc');
+    expect(target).to.match(/^plant\/conc\/v[0-5]$/);
+    await routesTo('conc', target, '41');
+    expect(logsOf('service file refused').filter((l) => String(l.file).endsWith('conc.yaml'))).to.deep.equal([]);
+    expect((await api('DELETE', '/api/services/conc')).status).to.equal(200);
+  });
+
+  it('converges when a hand edit lands while a PUT of the same service is applied: what is on disk is what the API shows and what runs', async () => {
+    const file = join(servicesDir, 'race.yaml');
+    // The hand edit lands before, during and after the PUT's write and apply.
+    for (const [round, delayMs] of [0, 2, 5, 10, 25, 60].entries()) {
+      const handDone = new Promise<void>((resolve) => setTimeout(() => resolve(writeFileSync(file, routeYaml('race', `hand${round}`))), delayMs));
+      const put = await putYaml('race', routeYaml('race', `api${round}`));
+      expect(put.status).to.be.oneOf([200, 201]);
+      await handDone;
+      // Once the watcher has read the directory again, all three hold the same version.
+      const target = await until(async () => {
+        try {
+          return await agree('race');
+        } catch {
+          return undefined;
+        }
+      }, 10_000, `round ${round}: file, API and runtime agree`);
+      expect(target).to.be.oneOf([`plant/race/hand${round}`, `plant/race/api${round}`]);
+      await routesTo('race', target, String(100 + round));
+    }
+    expect((await api('DELETE', '/api/services/race')).status).to.equal(200);
+    expect(clientCloses).to.equal(0);
   });
 
   it('stops the resources of a file deleted by hand, and of a service deleted through the API', async () => {
