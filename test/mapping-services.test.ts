@@ -214,6 +214,8 @@ describe('protocol-mapping services through the API and the watched directory', 
     await until(async () => ((await connectionIds()).includes('hand.plc') ? true : undefined), 10_000, 'hand.plc applied');
     const first = await inbox.until((m) => m.topic === 'services/hand/temp', 10_000);
     expect(JSON.parse(first.payload)).to.equal(215);
+    await until(async () => ((await api('GET', '/api/connections/hand.plc')).body.currentState === 'connected' ? true : undefined), 10_000, 'hand.plc connected');
+    const accepted = plc.accepted;
 
     // An edit that breaks the file: refused as a whole, logged with the path, the old version runs on.
     const refusedBefore = logsOf('service file refused').length;
@@ -233,6 +235,10 @@ describe('protocol-mapping services through the API and the watched directory', 
     renameSync(tmp, file);
     const next = await inbox.until((m) => m.topic === 'services/hand/temp' && m.payload === '216', 10_000);
     expect(next.payload).to.equal('216');
+    // Applied from the directory, too, only the changed endpoint restarted: its connection (and
+    // the line service's on the same PLC) stayed open, the PLC saw no new TCP connection.
+    expect(logsOf('mapping applied').at(-1)).to.deep.include({ added: [], restarted: ['hand.temp'], removed: [] });
+    expect(plc.accepted).to.equal(accepted);
     await until(async () => (((await api('GET', '/api/services')).body as Array<{ id: string; state: string }>).find((s) => s.id === 'hand')!.state === 'applied' ? true : undefined), 10_000, 'hand applied');
   });
 
