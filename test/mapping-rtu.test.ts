@@ -177,6 +177,9 @@ resources:
   power:
     type: Endpoint
     properties: {connection: !ref meter, operation: read, address: {table: input, address: 4}, pollIntervalMs: 30}
+  limit:
+    type: Endpoint
+    properties: {connection: !ref meter, operation: write, address: {table: holding, address: 999}}
 `;
 
 describe('Modbus RTU: a silent unit, and the adapter pulled and plugged back (socat pty pair)', function () {
@@ -229,6 +232,21 @@ describe('Modbus RTU: a silent unit, and the adapter pulled and plugged back (so
     expect(JSON.parse(inbox.messages.filter((m) => m.topic === 'services/usb/power').at(-1)!.payload)).to.deep.equal([42]);
     expect((await connection('usb.meter')).currentState).to.equal('connected');
     expect(slave!.overlaps).to.equal(0);
+  });
+
+  it('acknowledges a write the device takes, and one it refuses with its Modbus exception', async () => {
+    const result = (value: string) => inbox.until((m) => m.topic === 'services/usb/limit/set/result' && JSON.stringify(JSON.parse(m.payload).value) === value, 10_000);
+    await client.publishAsync('services/usb/limit/set', '[5]');
+    expect(JSON.parse((await result('[5]')).payload)).to.include({ ok: true });
+    expect(slave!.units.get(1)!.holding[999]).to.equal(5);
+    // Two registers from 999 go past the device's last one: it answers exception 2 (illegal data address).
+    await client.publishAsync('services/usb/limit/set', '[6,7]');
+    const refused = JSON.parse((await result('[6,7]')).payload);
+    expect(refused.ok).to.equal(false);
+    expect(refused.error).to.match(/illegal data address/i);
+    expect(slave!.units.get(1)!.holding[999]).to.equal(5);
+    // A refusal is the device answering: the connection stays.
+    expect((await connection('usb.meter')).currentState).to.equal('connected');
   });
 
   it('loses every connection of the line when the adapter is pulled, and opens the port again once it is back', async () => {
