@@ -173,6 +173,14 @@ describe('protocol-mapping services through the API and the watched directory', 
     const bad = await api('POST', '/api/services/line/validate', { raw: 'resources:\n  c: {type: Connection, properties: {protocol: Modbus, configuration: {host: h, port: 0}}}\n', headers: { 'content-type': 'application/yaml' } });
     expect(bad.status).to.equal(200);
     expect(bad.body).to.deep.equal({ valid: false, problems: [{ path: 'resources.c.properties.configuration.port', message: 'must be >= 1' }] });
+    // Every problem of a document, each with its path, as a PUT would refuse it.
+    const line = readFileSync(join(servicesDir, 'line.yaml'), 'utf8');
+    const three = line.replace('table: holding', 'table: register').replace("{'celsius': $[0] / 10}", '$[0] /').replace('pollIntervalMs: 30}', 'pollIntervalMs: 1}');
+    const all = await api('POST', '/api/services/line/validate', { raw: three, headers: { 'content-type': 'application/yaml' } });
+    expect(all.body.valid).to.equal(false);
+    expect(all.body.problems.map((p: { path: string }) => p.path)).to.have.members(['resources.temp.properties.address.table', 'resources.temp.properties.transform', 'resources.pressure.properties.pollIntervalMs']);
+    expect(all.body.problems.every((p: { message: string }) => p.message.length > 0)).to.equal(true);
+    expect(readFileSync(join(servicesDir, 'line.yaml'), 'utf8')).to.equal(line);
     const good = await api('POST', '/api/services/fresh/validate', { raw: steadyYaml(steady.port), headers: { 'content-type': 'application/yaml' } });
     expect(good.body.valid).to.equal(true);
     expect(good.body.changes.added).to.deep.equal(['fresh.level', 'fresh.plc']);
