@@ -237,6 +237,18 @@ describe('protocol-mapping services through the API and the watched directory', 
     const n = inbox.messages.filter((m) => m.topic === 'services/hand/temp').length;
     await until(() => (inbox.messages.filter((m) => m.topic === 'services/hand/temp').length > n + 2 ? true : undefined), 10_000, 'old version polling');
 
+    // A file that is not even YAML: refused the same way, and readable only as it is (YAML).
+    const garbled = 'resources: [unclosed\n';
+    const refusedNow = logsOf('service file refused').length;
+    writeFileSync(file, garbled);
+    await until(() => (logsOf('service file refused').length > refusedNow ? true : undefined), 10_000, 'garbled file refused');
+    const asJson = await api('GET', '/api/services/hand');
+    expect(asJson.status).to.equal(409);
+    expect(asJson.body.message).to.match(/^the file of service hand is not valid YAML \(line \d+, column \d+: .+\); ask for application\/yaml$/);
+    const asYaml = await api('GET', '/api/services/hand', { headers: { accept: 'application/yaml' } });
+    expect([asYaml.status, asYaml.body]).to.deep.equal([200, garbled]);
+    expect((await api('GET', '/api/endpoints/hand.temp')).body.currentState).to.equal('enabled');
+
     // An editor saving by rename: a new file under another name, renamed over the old one.
     const tmp = join(servicesDir, '.hand.yaml.swp');
     writeFileSync(tmp, lineYaml(plc.port, "$[0] + 1"));
