@@ -244,6 +244,17 @@ describe('Modbus RTU: a silent unit, and the adapter pulled and plugged back (so
     expect(slave!.overlaps).to.be.at.most(givenUp(gw, [1]));
   });
 
+  it('refuses a connection that asks for other settings on a line already open (reconnecting, with the reason)', async () => {
+    const other = `resources:\n  fast:\n    type: Connection\n    properties: {protocol: Modbus, configuration: {path: ${links.gateway}, baudRate: 19200, unitId: 3}}\n`;
+    const put = await gw.api('PUT', '/api/services/other', { token: admin, raw: other, headers: { 'content-type': 'application/yaml' } });
+    expect(put.status).to.equal(201);
+    await reach('other.fast', 'reconnecting');
+    expect((await connection('other.fast')).message).to.equal(`serial line ${links.gateway} is open with 9600 8E1, not 19200 8E1: connections on one line share its settings`);
+    await morePower(5);
+    expect((await connection('usb.meter')).currentState).to.equal('connected');
+    expect((await gw.api('DELETE', '/api/services/other', { token: admin })).status).to.equal(200);
+  });
+
   it('acknowledges a write the device takes, and one it refuses with its Modbus exception', async () => {
     const result = (value: string) => inbox.until((m) => m.topic === 'services/usb/limit/set/result' && JSON.stringify(JSON.parse(m.payload).value) === value, 10_000);
     await client.publishAsync('services/usb/limit/set', '[5]');
