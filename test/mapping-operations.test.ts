@@ -94,6 +94,14 @@ describe('protocol-mapping operations kept in the store', function () {
     expect((await view('connections', 'plant.plc')).targetState).to.equal('connected');
     expect(stored('plant.plc')).to.equal(undefined);
     expect(gw!.logs().some((l) => l.message === 'stored operations dropped: their resources changed' && l.count === 1)).to.equal(true);
+
+    // Changed by hand in the watched directory while running: the same.
+    expect((await operate('endpoints', 'plant.level', 'disable')).body.targetState).to.equal('disabled');
+    expect(stored('plant.level')).to.include({ targetState: 'disabled' });
+    const text = readFileSync(join(servicesDir, 'plant.yaml'), 'utf8');
+    writeFileSync(join(servicesDir, 'plant.yaml'), text.replace('address: 1}, pollIntervalMs: 100', 'address: 1}, pollIntervalMs: 120'));
+    await until(async () => ((await view('endpoints', 'plant.level')).targetState === 'enabled' ? true : undefined), 10_000, 'level enabled by the edited file');
+    await until(() => (stored('plant.level') === undefined ? true : undefined), 10_000, 'level record dropped');
   });
 });
 

@@ -2,7 +2,7 @@
 // the real gateway, real Modbus TCP peers and an MQTT client of the gateway's broker. A steady
 // service polls through every change: its connection must never be opened again and the MQTT
 // client never dropped.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import type { MqttClient } from 'mqtt';
@@ -37,6 +37,13 @@ resources:
   pressure:
     type: Endpoint
     properties: {connection: !ref plc, operation: read, address: {table: input, address: 5}, pollIntervalMs: 30}
+`;
+
+/** A service of one mapping from <id>/in to plant/<id>/<to>: what runs shows in GET /api/mappings and on MQTT. */
+const routeYaml = (id: string, to: string) => `resources:
+  m:
+    type: Mapping
+    properties: {mappings: [{source: ${id}/in, target: plant/${id}/${to}}]}
 `;
 
 describe('protocol-mapping services through the API and the watched directory', function () {
@@ -166,6 +173,14 @@ describe('protocol-mapping services through the API and the watched directory', 
     const bad = await api('POST', '/api/services/line/validate', { raw: 'resources:\n  c: {type: Connection, properties: {protocol: Modbus, configuration: {host: h, port: 0}}}\n', headers: { 'content-type': 'application/yaml' } });
     expect(bad.status).to.equal(200);
     expect(bad.body).to.deep.equal({ valid: false, problems: [{ path: 'resources.c.properties.configuration.port', message: 'must be >= 1' }] });
+    // Every problem of a document, each with its path, as a PUT would refuse it.
+    const line = readFileSync(join(servicesDir, 'line.yaml'), 'utf8');
+    const three = line.replace('table: holding', 'table: register').replace("{'celsius': $[0] / 10}", '$[0] /').replace('pollIntervalMs: 30}', 'pollIntervalMs: 1}');
+    const all = await api('POST', '/api/services/line/validate', { raw: three, headers: { 'content-type': 'application/yaml' } });
+    expect(all.body.valid).to.equal(false);
+    expect(all.body.problems.map((p: { path: string }) => p.path)).to.have.members(['resources.temp.properties.address.table', 'resources.temp.properties.transform', 'resources.pressure.properties.pollIntervalMs']);
+    expect(all.body.problems.every((p: { message: string }) => p.message.length > 0)).to.equal(true);
+    expect(readFileSync(join(servicesDir, 'line.yaml'), 'utf8')).to.equal(line);
     const good = await api('POST', '/api/services/fresh/validate', { raw: steadyYaml(steady.port), headers: { 'content-type': 'application/yaml' } });
     expect(good.body.valid).to.equal(true);
     expect(good.body.changes.added).to.deep.equal(['fresh.level', 'fresh.plc']);
@@ -207,6 +222,8 @@ describe('protocol-mapping services through the API and the watched directory', 
     await until(async () => ((await connectionIds()).includes('hand.plc') ? true : undefined), 10_000, 'hand.plc applied');
     const first = await inbox.until((m) => m.topic === 'services/hand/temp', 10_000);
     expect(JSON.parse(first.payload)).to.equal(215);
+    await until(async () => ((await api('GET', '/api/connections/hand.plc')).body.currentState === 'connected' ? true : undefined), 10_000, 'hand.plc connected');
+    const accepted = plc.accepted;
 
     // An edit that breaks the file: refused as a whole, logged with the path, the old version runs on.
     const refusedBefore = logsOf('service file refused').length;
@@ -220,12 +237,28 @@ describe('protocol-mapping services through the API and the watched directory', 
     const n = inbox.messages.filter((m) => m.topic === 'services/hand/temp').length;
     await until(() => (inbox.messages.filter((m) => m.topic === 'services/hand/temp').length > n + 2 ? true : undefined), 10_000, 'old version polling');
 
+    // A file that is not even YAML: refused the same way, and readable only as it is (YAML).
+    const garbled = 'resources: [unclosed\n';
+    const refusedNow = logsOf('service file refused').length;
+    writeFileSync(file, garbled);
+    await until(() => (logsOf('service file refused').length > refusedNow ? true : undefined), 10_000, 'garbled file refused');
+    const asJson = await api('GET', '/api/services/hand');
+    expect(asJson.status).to.equal(409);
+    expect(asJson.body.message).to.match(/^the file of service hand is not valid YAML \(line \d+, column \d+: .+\); ask for application\/yaml$/);
+    const asYaml = await api('GET', '/api/services/hand', { headers: { accept: 'application/yaml' } });
+    expect([asYaml.status, asYaml.body]).to.deep.equal([200, garbled]);
+    expect((await api('GET', '/api/endpoints/hand.temp')).body.currentState).to.equal('enabled');
+
     // An editor saving by rename: a new file under another name, renamed over the old one.
     const tmp = join(servicesDir, '.hand.yaml.swp');
     writeFileSync(tmp, lineYaml(plc.port, "$[0] + 1"));
     renameSync(tmp, file);
     const next = await inbox.until((m) => m.topic === 'services/hand/temp' && m.payload === '216', 10_000);
     expect(next.payload).to.equal('216');
+    // Applied from the directory, too, only the changed endpoint restarted: its connection (and
+    // the line service's on the same PLC) stayed open, the PLC saw no new TCP connection.
+    expect(logsOf('mapping applied').at(-1)).to.deep.include({ added: [], restarted: ['hand.temp'], removed: [] });
+    expect(plc.accepted).to.equal(accepted);
     await until(async () => (((await api('GET', '/api/services')).body as Array<{ id: string; state: string }>).find((s) => s.id === 'hand')!.state === 'applied' ? true : undefined), 10_000, 'hand applied');
   });
 
@@ -238,6 +271,75 @@ describe('protocol-mapping services through the API and the watched directory', 
     expect((await api('GET', '/api/endpoints/hand.pressure')).body.currentState).to.equal('enabled');
     writeFileSync(file, full);
     await inbox.until((m) => m.topic === 'services/hand/temp' && m.payload === '217', 10_000);
+  });
+
+  it('writes a new file private (0600) and an existing one with its mode kept, by rename (a new inode), leaving no temporary file', async () => {
+    const file = join(servicesDir, 'modes.yaml');
+    expect((await putYaml('modes', routeYaml('modes', 'a'))).status).to.equal(201);
+    expect(statSync(file).mode & 0o777).to.equal(0o600);
+    chmodSync(file, 0o640);
+    const inode = statSync(file).ino;
+    expect((await putYaml('modes', routeYaml('modes', 'b'))).status).to.equal(200);
+    // Written beside and renamed over: a reader (the watcher, an editor) never sees half a file.
+    expect(statSync(file).ino).to.not.equal(inode);
+    expect(statSync(file).mode & 0o777).to.equal(0o640);
+    expect(readFileSync(file, 'utf8')).to.equal(routeYaml('modes', 'b'));
+    expect(readdirSync(servicesDir).filter((f) => f.includes('.tmp'))).to.deep.equal([]);
+    expect((await api('DELETE', '/api/services/modes')).status).to.equal(200);
+  });
+
+  /** The file on disk, the API's answers and the running mapping are the same version of service `id`. */
+  const agree = async (id: string): Promise<string> => {
+    const disk = readFileSync(join(servicesDir, `${id}.yaml`), 'utf8');
+    const target = /target: ([^}\s]+)/.exec(disk)![1]!;
+    const yaml = await api('GET', `/api/services/${id}`, { headers: { accept: 'application/yaml' } });
+    expect(yaml.body).to.equal(disk);
+    expect(yaml.headers.get('x-service-state')).to.equal('applied');
+    const running = await api('GET', `/api/mappings/${id}.m`);
+    expect(running.body.mappings[0].target).to.equal(target);
+    return target;
+  };
+  /** The running version really runs: a message on <id>/in comes out on `target`. */
+  const routesTo = async (id: string, target: string, payload: string) => {
+    await client.publishAsync(`${id}/in`, payload);
+    await inbox.until((m) => m.topic === target && m.payload === payload, 10_000);
+  };
+
+  it('applies concurrent PUTs of one service one at a time: the file, the API and the running version agree', async () => {
+    const N = 6;
+    const answers = await Promise.all(Array.from({ length: N }, (_, i) => putYaml('conc', routeYaml('conc', `v${i}`))));
+    // One created it; every other one replaced a whole, applied version (never a mix of two).
+    expect(answers.map((a) => a.status).sort()).to.deep.equal([200, 200, 200, 200, 200, 201]);
+    expect(answers.find((a) => a.status === 201)!.body.changes.added).to.deep.equal(['conc.m']);
+    for (const a of answers.filter((x) => x.status === 200)) expect(a.body.changes.restarted).to.deep.equal(['conc.m']);
+    const target = await agree('conc');
+    expect(target).to.match(/^plant\/conc\/v[0-5]$/);
+    await routesTo('conc', target, '41');
+    expect(logsOf('service file refused').filter((l) => String(l.file).endsWith('conc.yaml'))).to.deep.equal([]);
+    expect((await api('DELETE', '/api/services/conc')).status).to.equal(200);
+  });
+
+  it('converges when a hand edit lands while a PUT of the same service is applied: what is on disk is what the API shows and what runs', async () => {
+    const file = join(servicesDir, 'race.yaml');
+    // The hand edit lands before, during and after the PUT's write and apply.
+    for (const [round, delayMs] of [0, 2, 5, 10, 25, 60].entries()) {
+      const handDone = new Promise<void>((resolve) => setTimeout(() => resolve(writeFileSync(file, routeYaml('race', `hand${round}`))), delayMs));
+      const put = await putYaml('race', routeYaml('race', `api${round}`));
+      expect(put.status).to.be.oneOf([200, 201]);
+      await handDone;
+      // Once the watcher has read the directory again, all three hold the same version.
+      const target = await until(async () => {
+        try {
+          return await agree('race');
+        } catch {
+          return undefined;
+        }
+      }, 10_000, `round ${round}: file, API and runtime agree`);
+      expect(target).to.be.oneOf([`plant/race/hand${round}`, `plant/race/api${round}`]);
+      await routesTo('race', target, String(100 + round));
+    }
+    expect((await api('DELETE', '/api/services/race')).status).to.equal(200);
+    expect(clientCloses).to.equal(0);
   });
 
   it('stops the resources of a file deleted by hand, and of a service deleted through the API', async () => {

@@ -152,8 +152,13 @@ export interface PtyPair {
   stop(): Promise<void>;
 }
 
-export async function startPtyPair(): Promise<PtyPair> {
-  const child = spawn('socat', ['-d', '-d', 'pty,raw,echo=0', 'pty,raw,echo=0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * `links`: symbolic links socat makes to the two ends (gateway's, device's). A pair started
+ * again with the same links is the same adapter plugged back: the device path stays.
+ */
+export async function startPtyPair(links?: { gateway: string; device: string }): Promise<PtyPair> {
+  const end = (link?: string) => `pty,raw,echo=0${link ? `,link=${link}` : ''}`;
+  const child = spawn('socat', ['-d', '-d', end(links?.gateway), end(links?.device)], { stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let err = '';
   const paths = await new Promise<string[]>((resolve, reject) => {
@@ -173,8 +178,8 @@ export async function startPtyPair(): Promise<PtyPair> {
     void exited.then(() => reject(new Error(`socat ended: ${err}`)));
   });
   return {
-    gateway: paths[0]!,
-    device: paths[1]!,
+    gateway: links?.gateway ?? paths[0]!,
+    device: links?.device ?? paths[1]!,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       await exited;

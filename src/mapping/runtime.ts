@@ -1,17 +1,14 @@
 // The protocol-mapping runtime (DESIGN §11): the registry of every resource of the running
 // services, built from their definitions; each resource drives its currentState toward its
 // targetState (connection-resource.ts, endpoint-resource.ts, mapping-resource.ts,
-// opcua-resources.ts) and moves data between the protocols and the embedded broker (the data
-// plane, runtime-context.ts).
+// opcua-resources.ts) and moves data between the protocols (drivers/, picked by protocol in
+// drivers/index.ts) and the embedded broker (the data plane, runtime-context.ts). This file keeps
+// the registry: building resources, applying changed definitions, operations and views.
 import type { DataPlane } from '../mqtt/index.js';
 import type { Logger } from '../log/index.js';
 import { NotFoundError } from '../errors/errors.js';
 import { ConnectionResource } from './connection-resource.js';
-import { createHttpDriver, type HttpConfiguration } from './drivers/http.js';
-import { createModbusDriver, type ModbusConfiguration } from './drivers/modbus.js';
-import { createSerialLines } from './drivers/serial-lines.js';
-import { createMqttDriver, type MqttConfiguration } from './drivers/mqtt.js';
-import { createOpcuaDriver, type OpcuaConfiguration } from './drivers/opcua.js';
+import { createProtocolDrivers } from './drivers/index.js';
 import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
 import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
 import { MappingResource } from './mapping-resource.js';
@@ -106,31 +103,14 @@ export interface MappingRuntime {
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-/** The drivers of the protocols; Modbus RTU connections share the serial lines of one runtime. */
-function defaultDrivers(): (def: ConnectionDef) => ConnectionDriver {
-  const lines = createSerialLines();
-  return (def) => {
-    switch (def.protocol) {
-      case 'Modbus':
-        return createModbusDriver(def.configuration as ModbusConfiguration, { lines });
-      case 'Mqtt':
-        return createMqttDriver(def.configuration as MqttConfiguration, `gatewayd-${def.id}`.slice(0, 23));
-      case 'Http':
-        return createHttpDriver(def.configuration as HttpConfiguration);
-      default:
-        throw new Error(OPCUA_UNAVAILABLE);
-    }
-  };
-}
-
 type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
   const ctx = createRuntimeContext({ dataPlane: deps.dataPlane, log, timers: deps.timers ?? realTimers, agentName, limits: deps.limits });
-  const driverFor = deps.driverFor ?? defaultDrivers();
   // Read when resources are built: OPC UA support may come with a later service.
   const opcuaNow = () => deps.opcua;
+  const driverFor = deps.driverFor ?? createProtocolDrivers({ log, opcua: () => opcuaNow()?.support });
 
   const connections = new Map<string, ConnectionResource>();
   const endpoints = new Map<string, EndpointResource>();
@@ -143,12 +123,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   let started = false;
 
   const newConnection = (def: ConnectionDef): ConnectionResource => {
-    const opcua = opcuaNow();
-    if (def.protocol === 'Opcua' && !deps.driverFor) {
-      if (!opcua) return new ConnectionResource(ctx, def, undefined, OPCUA_UNAVAILABLE);
-      return new ConnectionResource(ctx, def, createOpcuaDriver(def.configuration as OpcuaConfiguration, { support: opcua.support, log, id: def.id }));
-    }
-    return new ConnectionResource(ctx, def, driverFor(def));
+    const driver = driverFor(def);
+    return driver ? new ConnectionResource(ctx, def, driver) : new ConnectionResource(ctx, def, undefined, OPCUA_UNAVAILABLE);
   };
 
   /** Builds the resources of `keyed` (dependencies first) and registers them; `targetOf` gives each its target. */

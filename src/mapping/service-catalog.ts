@@ -14,7 +14,8 @@ import { BadRequestError, ConflictError, NotFoundError } from '../errors/errors.
 import type { Logger } from '../log/index.js';
 import { writeFileAtomicAsync } from '../store/write-file-atomic.js';
 import type { ResourceChanges } from './definition-diff.js';
-import { loadServiceDir, parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ServiceDef, type ServiceFile } from './service-files.js';
+import { loadServiceDir, type ServiceFile } from './service-dir.js';
+import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ServiceDef } from './service-files.js';
 
 /** A service as GET /api/services lists it. */
 export interface ServiceSummary {

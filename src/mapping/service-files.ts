@@ -4,10 +4,8 @@
 // properties}}). Tags: `!ref name` is the id of the resource `name` of the same file
 // (`<serviceId>.<name>`) or the value of the parameter `name`; `!sub "text ${x}"` substitutes
 // parameters and resource ids into text. A file that does not validate is refused as a whole,
-// with every problem found (path, reason); the other files load.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+// with every problem found (path, reason); the other files load (the directory: service-dir.ts).
 import { createRequire } from 'node:module';
-import { basename, extname, join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type * as Yaml from 'yaml';
 import type { ScalarTag } from 'yaml';
@@ -213,70 +211,6 @@ function schemaProblems(validate: ValidateFunction, value: unknown, path: string
 }
 
 export const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
-const SERVICE_FILE = /\.ya?ml$/i;
-
-/** One *.yaml / *.yml file of the services directory, parsed. */
-export interface ServiceFile {
-  id: string;
-  file: string;
-  text: string;
-  /** Last modification (epoch ms). */
-  mtimeMs: number;
-  /** Absent when the file does not validate (problems say why). */
-  service?: ServiceDef;
-  problems: FileProblem[];
-}
-
-/**
- * Reads and parses every *.yaml / *.yml file of `dir`, in name order. A missing directory
- * means no services; a file whose id (its name) is not valid or taken is refused. `known`
- * returns an earlier result for the same file and text, which is then not parsed again.
- */
-export function loadServiceDir(dir: string, known?: (file: string, text: string) => ServiceFile | undefined): { files: ServiceFile[]; missing: boolean; error?: string } {
-  let names: string[];
-  try {
-    if (!statSync(dir).isDirectory()) return { files: [], missing: false, error: 'not a directory' };
-    names = readdirSync(dir).filter((n) => SERVICE_FILE.test(n)).sort();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], missing: true };
-    return { files: [], missing: false, error: (err as Error).message };
-  }
-  const files: ServiceFile[] = [];
-  const seen = new Set<string>();
-  for (const name of names) {
-    const file = join(dir, name);
-    const id = basename(name, extname(name));
-    let text: string;
-    let mtimeMs: number;
-    try {
-      mtimeMs = statSync(file).mtimeMs;
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      // Removed or renamed between the listing and the read (an editor saving): not there.
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      files.push({ id, file, text: '', mtimeMs: 0, problems: [{ path: '', reason: (err as Error).message }] });
-      continue;
-    }
-    const entry: ServiceFile = { id, file, text, mtimeMs, problems: [] };
-    if (!SERVICE_ID.test(id)) entry.problems.push({ path: '', reason: `service id "${id}" (the file name) must match ${SERVICE_ID.source}` });
-    else if (seen.has(id)) entry.problems.push({ path: '', reason: `service id "${id}" is used by another file` });
-    else {
-      seen.add(id);
-      const before = known?.(file, text);
-      if (before) Object.assign(entry, { service: before.service, problems: before.problems });
-      else {
-        try {
-          entry.service = parseServiceFile(id, file, text);
-        } catch (err) {
-          entry.problems = err instanceof ServiceFileError ? err.problems : [{ path: '', reason: (err as Error).message }];
-        }
-      }
-    }
-    files.push(entry);
-  }
-  return { files, missing: false };
-}
-
 /** The YAML text of a service file as JSON: `!ref x` becomes {"!ref": "x"}, `!sub t` {"!sub": "t"}. */
 export function serviceTextToJson(text: string): unknown {
   const doc = yaml().parseDocument(text, { customTags, uniqueKeys: true });
