@@ -352,7 +352,7 @@ export function runCli(cmd: string, args: string[], ms = 10_000): Promise<CliRes
 }
 
 /**
- * Starts `mosquitto_sub -d ...` and resolves once its SUBACK arrived; `result` completes when
+ * Starts `mosquitto_sub -d ...` and resolves once its SUBACK arrived and was printed; `result` completes when
  * the process exits (use -C n so it exits after n messages).
  */
 export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ result: Promise<CliResult>; kill(): void }> {
@@ -369,7 +369,9 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
   });
   child.stdout.on('data', (d: Buffer) => {
     stdout += d.toString();
-    if (stdout.includes('received SUBACK')) subscribed();
+    // Ready once the whole 'Subscribed (mid: n): codes' line that follows 'received SUBACK' is in:
+    // the two lines can arrive in separate chunks, and a caller may kill the client right away.
+    if (/Subscribed \(mid: \d+\):[^\n]*\n/.test(stdout)) subscribed();
   });
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const result = new Promise<CliResult>((resolve) => {
