@@ -55,6 +55,19 @@ describe('MQTT broker in the gateway', function () {
     expect(await connackCode(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD })).to.equal(5);
   });
 
+  it('admits that user once an MQTT permission is granted over REST, and refuses it again once removed', async () => {
+    // The check asks the user's compiled (cached) permission set: a change must reach it at once.
+    const u = await gw.userWith([{ resource: '/api/session', operation: 'read', context: 'http' }]);
+    expect(await connackCode(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD })).to.equal(5);
+    const admin = await gw.login();
+    const grant = await gw.api('PUT', `/api/users/${u.id}`, { token: admin, body: { permissions: [mqttGrant('plant/#')] } });
+    expect(grant.status).to.equal(200);
+    expect(await connackCode(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD })).to.equal(0);
+    const revoke = await gw.api('PUT', `/api/users/${u.id}`, { token: admin, body: { permissions: [{ resource: '/api/session', operation: 'read', context: 'http' }] } });
+    expect(revoke.status).to.equal(200);
+    expect(await connackCode(gw.ports.mqtt, { username: u.username, password: GOOD_PASSWORD })).to.equal(5);
+  });
+
   it('lets publish and subscribe exactly as the REST permissions say', async () => {
     const writer = await gw.userWith([mqttGrant('plant/line1/+/temp', 'write')]);
     const reader = await gw.userWith([mqttGrant('plant/+/+/temp', 'read')]);
