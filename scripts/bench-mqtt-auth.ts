@@ -1,11 +1,13 @@
 // Broker authentication through the real gateway (users in LMDB, scrypt at the daemon's
 // default cost, tokens, certificates from the gateway CA): connects per second per method,
 // and the time until 1,000 clients connecting at once are all connected — what a gateway
-// reboot looks like to the broker.
+// reboot looks like to the broker. Then bench-mqtt-connect: a cached password connect's broker
+// CPU and CONNACK latency beside bare aedes.
 import { generateKeyPairSync } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import forge from 'node-forge';
+import { benchMqttConnect } from './bench-mqtt-connect.js';
 import { now, startBenchGateway } from './bench-support.js';
 
 const ADMIN_PASSWORD = 'Bench-Adm1n-Password';
@@ -112,6 +114,9 @@ export async function benchMqttAuth(): Promise<Record<string, number>> {
   console.log(`  after a network blip (passwords verified before): ${results.connectsPerSecondPasswordCached!.toFixed(0)} connects/s, 1,000 at once in ${(results.storm1000PasswordCachedMs! / 1000).toFixed(2)} s`);
   console.log('  (cold password connects are bounded by scrypt: ~32 MiB and tens of ms of CPU each on 2 cores,');
   console.log('   and by mqtt.maxConcurrentAuth; devices that reconnect in storms should use tokens or certificates)');
+  console.log('');
+  // The connect cost beside bare aedes (each broker in its own process, CPU of every thread).
+  Object.assign(results, await benchMqttConnect());
   return results;
 }
 

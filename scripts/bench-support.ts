@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config/index.js';
 import { createDaemon } from '../src/daemon.js';
-import { createSilentLogger } from '../src/log/index.js';
+import { createSilentLogger, type Logger } from '../src/log/index.js';
 import { wireGateway, type Gateway } from '../src/wiring.js';
 
 export const now = () => performance.now();
@@ -54,6 +54,8 @@ export interface BenchGatewayOptions {
   passwordHashCost: number;
   prefix: string;
   auth?: Record<string, unknown>;
+  /** The daemon's logger; silent by default (what a benchmark measures is rarely the log). */
+  log?: Logger;
   /** Prepares the fresh data dir (e.g. writes service files) and returns more config overrides. */
   prepare?: (dataDir: string) => Record<string, unknown>;
 }
@@ -74,7 +76,7 @@ export async function startBenchGateway(options: BenchGatewayOptions): Promise<B
       ...extra,
     },
   });
-  const log = createSilentLogger();
+  const log = options.log ?? createSilentLogger();
   const gateway = wireGateway(config, log, { validateResponses: false });
   const daemon = createDaemon({ parts: gateway.parts, log });
   try {

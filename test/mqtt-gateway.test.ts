@@ -83,6 +83,20 @@ describe('MQTT broker in the gateway', function () {
         expect(await connackCode(gw.ports.mqtt, as({ username: u.username, password: GOOD_PASSWORD }))).to.equal(notAuthorized);
       });
 
+      it('admits that user once an MQTT permission is granted over REST, and refuses it again once removed', async () => {
+        // The check asks the user's compiled (cached) permission set: a change must reach it at once.
+        const sessionRead = { resource: '/api/session', operation: 'read', context: 'http' } as const;
+        const u = await gw.userWith([sessionRead]);
+        const login = as({ username: u.username, password: GOOD_PASSWORD });
+        expect(await connackCode(gw.ports.mqtt, login)).to.equal(notAuthorized);
+        const grant = await gw.api('PUT', `/api/users/${u.id}`, { token: admin, body: { permissions: [mqttGrant('plant/#')] } });
+        expect(grant.status).to.equal(200);
+        expect(await connackCode(gw.ports.mqtt, login)).to.equal(0);
+        const revoke = await gw.api('PUT', `/api/users/${u.id}`, { token: admin, body: { permissions: [sessionRead] } });
+        expect(revoke.status).to.equal(200);
+        expect(await connackCode(gw.ports.mqtt, login)).to.equal(notAuthorized);
+      });
+
       it('lets publish and subscribe exactly as the REST permissions say', async () => {
         const writer = await gw.userWith([mqttGrant('plant/line1/+/temp', 'write')]);
         const reader = await gw.userWith([mqttGrant('plant/+/+/temp', 'read')]);

@@ -77,6 +77,40 @@ describe('mqtt limits', function () {
     expect(cache.entries).to.equal(0);
   });
 
+  it('DecisionCache is skipped for a while when its topics do not repeat, and used again after', function () {
+    const cache = new DecisionCache(4);
+    // 1,000 distinct topics: hardly a hit, so after one window of 4 x size misses the map is not consulted.
+    let n = 0;
+    while (!cache.bypassed && n < 100) {
+      if (cache.lookup(`d${n}`) === undefined) cache.store(`d${n}`, true);
+      n++;
+    }
+    expect(cache.bypassed).to.equal(true);
+    expect(n).to.be.within(17, 30);
+    expect(cache.entries).to.equal(0);
+    cache.store('x', true);
+    expect(cache.lookup('x')).to.equal(undefined); // answered by the engine meanwhile, never wrongly
+    // 16 x size lookups later it caches again.
+    for (let i = 0; i < 64; i++) cache.lookup(`e${i}`);
+    expect(cache.bypassed).to.equal(false);
+    cache.store('x', false);
+    expect(cache.lookup('x')).to.equal(false);
+    // A clear (the user's permissions changed) ends a bypass at once.
+    for (let i = 0; i < 100 && !cache.bypassed; i++) if (cache.lookup(`f${i}`) === undefined) cache.store(`f${i}`, true);
+    expect(cache.bypassed).to.equal(true);
+    cache.clear();
+    expect(cache.bypassed).to.equal(false);
+  });
+
+  it('DecisionCache keeps refilling while its topics repeat', function () {
+    const cache = new DecisionCache(4);
+    // Four topics that repeat and a fifth that is new each time: 4 hits per miss.
+    for (let round = 0; round < 50; round++) {
+      for (const t of ['a', 'b', 'c', 'd', `new${round}`]) if (cache.lookup(t) === undefined) cache.store(t, true);
+      expect(cache.bypassed).to.equal(false);
+    }
+  });
+
   it('varIntSize matches the MQTT remaining-length encoding', function () {
     expect([0, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152, 268_435_455].map(varIntSize)).to.deep.equal([1, 1, 2, 2, 3, 3, 4, 4]);
   });

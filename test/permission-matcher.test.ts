@@ -274,6 +274,10 @@ describe('permission matcher', () => {
         { resource: 'a/#', operation: 'read', context: 'http' },
       ]);
       expect(set.size).to.equal(3);
+      // The broker admits a user only with an MQTT grant: counted apart from the HTTP ones.
+      expect(set.mqttGrants).to.equal(2);
+      expect(new PermissionSet([{ resource: '/api/#', operation: 'read', context: 'http' }]).mqttGrants).to.equal(0);
+      expect(PermissionSet.EMPTY.mqttGrants).to.equal(0);
     });
 
     it('accepts any iterable, e.g. a generator', () => {

@@ -28,6 +28,28 @@ describe('verified password cache', () => {
     expect(c.has('u0', 'h', 'p')).to.equal(false);
   });
 
+  it('renews an entry on a hit: its expiry and its place among the most recent', () => {
+    const c = cache();
+    c.remember('u1', 'h', 'p');
+    c.remember('u2', 'h', 'p');
+    c.remember('u3', 'h', 'p');
+    now += 50_000;
+    expect(c.has('u1', 'h', 'p')).to.equal(true);
+    now += 50_000; // 100 s after it was remembered, 50 s after the hit
+    expect(c.has('u1', 'h', 'p')).to.equal(true);
+    expect(c.has('u2', 'h', 'p')).to.equal(false); // expired, not renewed
+    c.remember('u4', 'h', 'p');
+    c.remember('u5', 'h', 'p');
+    c.remember('u6', 'h', 'p'); // beyond maxEntries 3: the least recently used go first
+    expect(c.has('u1', 'h', 'p')).to.equal(false);
+    // A wrong password renews nothing.
+    c.remember('u7', 'h', 'p');
+    now += 50_000;
+    expect(c.has('u7', 'h', 'wrong')).to.equal(false);
+    now += 20_000;
+    expect(c.has('u7', 'h', 'p')).to.equal(false);
+  });
+
   it('is off with a ttl of 0 and never holds a user without a password hash', () => {
     const off = createVerifiedPasswordCache({ ttlMs: 0, maxEntries: 3 });
     off.remember('u1', 'h', 'p');

@@ -90,7 +90,7 @@ export function createAuthService(deps: {
       if (!ok || !user) return refuse(attempt, username, via, source);
       attempt.succeeded();
       loginCounts.succeeded++;
-      verified.remember(user.id, hash, password);
+      if (!cached) verified.remember(user.id, hash, password); // a hit renewed its entry itself
       return user;
     } finally {
       // Thrown before an outcome (a directory that is down, a store error): not a failed guess.

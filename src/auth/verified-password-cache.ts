@@ -7,6 +7,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
  * verified against: a password change invalidates it by itself. Wrong passwords are never
  * cached, so they always pay the full cost.
  */
+/** has() answers true only for the password verified last, and renews that entry; remember() after a full check. */
 export function createVerifiedPasswordCache(options: { ttlMs: number; maxEntries: number; now?: () => number }) {
   const now = options.now ?? (() => Date.now());
   const key = randomBytes(32);
@@ -22,7 +23,12 @@ export function createVerifiedPasswordCache(options: { ttlMs: number; maxEntries
         entries.delete(userId);
         return false;
       }
-      return timingSafeEqual(e.mac, mac(password));
+      if (!timingSafeEqual(e.mac, mac(password))) return false;
+      // A hit counts as a fresh verification (expiry and recency renewed), without a second HMAC.
+      entries.delete(userId);
+      e.expires = now() + options.ttlMs;
+      entries.set(userId, e);
+      return true;
     },
     remember(userId: string, passwordHash: string | undefined, password: string): void {
       if (options.ttlMs <= 0 || !passwordHash) return;

@@ -259,6 +259,8 @@ export class PermissionSet {
 
   /** Number of distinct grants (context, operation, resource) the set was built from. */
   readonly size: number;
+  /** How many of them are in the mqtt context (0: the holder has no business on the broker). */
+  readonly mqttGrants: number;
   private readonly trie: FlatTrie;
 
   /** @throws BadRequestError listing every invalid grant (resource, operation or context). */
@@ -298,6 +300,7 @@ export class PermissionSet {
     }
     if (issues.length > 0) throw new BadRequestError('invalid permission', issues);
     this.size = size;
+    this.mqttGrants = seen[0]!.size + seen[1]!.size + seen[2]!.size;
     this.trie = new FlatTrie(roots, levelIds, nodes);
     Object.freeze(this);
   }

@@ -17,6 +17,8 @@ import { RetainedMessages, type RetainedPacket, type RetainedRefusal } from './r
 import { SessionIndex, clientKey, type Session, type SessionClient, type SessionRecord, type StoredSubscription, type SubscriptionInput } from './sessions.js';
 import { WriteBehind, WriteLog } from './write-behind.js';
 
+const NOTHING: readonly StoredPacket[] = [];
+
 export interface LmdbPersistenceLimits {
   /** Messages one session may hold (offline queue + unacknowledged); new ones beyond are dropped. */
   maxQueuedMessages: number;
@@ -265,7 +267,11 @@ export class LmdbPersistence {
   }
 
   outgoingStream(client: ClientRef): Readable {
-    return Readable.from(this.#state.queues.entries(clientKey(client.id)));
+    // aedes asks at every connect, clean sessions too: a client without a session or with an
+    // empty queue (most connects) costs no range read and no pass over the pending writes.
+    const session = this.#state.sessions.get(client.id);
+    if (!session || session.queued === 0) return Readable.from(NOTHING);
+    return Readable.from(this.#state.queues.entries(session.key));
   }
 
   // ------------------------------------------------------------------ incoming QoS 2
@@ -310,6 +316,8 @@ export class LmdbPersistence {
 
   async delWill(client: ClientRef): Promise<WillPacket | undefined> {
     const key = clientKey(client.id);
+    // willBrokers lists every stored will: no read for the clients without one (every connect asks).
+    if (!this.#state.willBrokers.has(key)) return undefined;
     const will = this.#state.wills.get(key, key);
     if (will) this.#removeWill(key);
     return will;

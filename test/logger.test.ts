@@ -1,0 +1,36 @@
+import { PassThrough } from 'node:stream';
+import { expect } from 'chai';
+import { createLogger } from '../src/log/index.js';
+
+/** A logger writing into memory; the parsed lines. */
+function capture(level: string) {
+  const stream = new PassThrough();
+  const lines: Record<string, unknown>[] = [];
+  stream.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
+  });
+  return { log: createLogger({ level, stream }), lines };
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('logger levels', () => {
+  it('drops debug lines at info (before winston formats them) and keeps info and audit lines', async () => {
+    const { log, lines } = capture('info');
+    const child = log.child({ component: 'mqtt' });
+    child.debug('mqtt client disconnected', { clientId: 'c1' });
+    child.info('mqtt client connected', { clientId: 'c1' });
+    child.audit('mqtt.connect.refused', { clientId: 'c2' });
+    await settle();
+    expect(lines.map((l) => l.message)).to.deep.equal(['mqtt client connected', 'mqtt.connect.refused']);
+    expect(lines[0]).to.include({ level: 'info', component: 'mqtt', clientId: 'c1' });
+  });
+
+  it('writes debug lines at debug, with secrets redacted', async () => {
+    const { log, lines } = capture('debug');
+    log.child({ component: 'mqtt' }).debug('mqtt client disconnected', { clientId: 'c1', password: 'Secret-1' });
+    await settle();
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.include({ level: 'debug', message: 'mqtt client disconnected', component: 'mqtt', clientId: 'c1', password: '[redacted]' });
+  });
+});
