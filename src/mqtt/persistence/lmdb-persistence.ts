@@ -117,7 +117,12 @@ export class LmdbPersistence {
 
   constructor(private readonly deps: LmdbPersistenceDeps) {
     this.#now = deps.now ?? Date.now;
-    this.#writes = new WriteLog(deps.store, (error) => this.#warn('write', 'mqtt broker state: a write to the store failed', { error }));
+    this.#writes = new WriteLog(deps.store, (error) => {
+      // The store's write health (507s, /health/ready, the broker's refusals) learns of it, and
+      // lmdb-js's commitError promise is handled there instead of ending the process.
+      deps.store.noteWriteFailure(error);
+      this.#warn('write', 'mqtt broker state: a write to the store failed', { error });
+    });
     this.#state = this.#load();
   }
 

@@ -21,6 +21,7 @@ export class WriteLog {
   private durableUpTo = 0;
   private batch: { commit: Promise<unknown>; settled: (() => void)[] } | undefined;
   private flushing: { upTo: number; done: Promise<void> } | undefined;
+  private readonly failureWaiters = new Set<() => void>();
 
   constructor(
     private readonly store: Pick<Store, 'flushed' | 'isOpen'>,
@@ -49,6 +50,9 @@ export class WriteLog {
         this.failures += batch.settled.length;
         this.onError(error);
         settle();
+        // lmdb-js may never resolve its flush promise after a failed commit (a full disk):
+        // whoever waits for durability (a held PUBACK) must not wait forever.
+        for (const wake of [...this.failureWaiters]) wake();
       });
     }
     this.batch!.settled.push(settled);
@@ -63,8 +67,12 @@ export class WriteLog {
     if (upTo === mark || upTo <= this.durableUpTo) return Promise.resolve();
     if (this.flushing && this.flushing.upTo >= upTo) return this.flushing.done;
     // store.flushed() covers every write issued before it is called.
-    const done = this.store.flushed().then(() => {
-      if (this.durableUpTo < upTo) this.durableUpTo = upTo;
+    let wake!: () => void;
+    const failed = new Promise<'failed'>((resolve) => (wake = () => resolve('failed')));
+    this.failureWaiters.add(wake);
+    const done = Promise.race([this.store.flushed(), failed]).then((outcome) => {
+      this.failureWaiters.delete(wake);
+      if (outcome !== 'failed' && this.durableUpTo < upTo) this.durableUpTo = upTo;
       if (this.flushing?.done === done) this.flushing = undefined;
     });
     this.flushing = { upTo, done };
