@@ -31,10 +31,17 @@ type Daemon = Awaited<ReturnType<typeof startDaemonProcess>>;
 function api(daemon: Daemon) {
   const base = `http://127.0.0.1:${daemon.ready.http as number}`;
   const call = async (method: string, path: string, token?: string, body?: unknown) => {
-    const res = await fetch(base + path, {
-      method,
-      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    const send = () =>
+      fetch(base + path, {
+        method,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    // A GET after a pause of about the server's keep-alive timeout (5 s) can meet the kept-alive
+    // socket just as the server closes it (the client's race, not the daemon's): send it again.
+    const res = await send().catch((err: unknown) => {
+      if (method !== 'GET' || !/other side closed/.test(String((err as { cause?: unknown }).cause))) throw err;
+      return send();
     });
     const text = await res.text();
     return { status: res.status, body: text && (res.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text };
@@ -136,7 +143,27 @@ describe('storage faults', function () {
       try {
         const token = (await login()).body.token as string;
         const before = (await call('GET', '/api/users/usernames', token)).body as unknown[];
+        const port = daemon.ready.mqtt as number;
+        const offline = await connect(port, { username: 'admin', password: ADMIN_PASSWORD, clean: false, clientId: 'offline-on-full-disk' });
+        await offline.subscribeAsync('queued/#', { qos: 1 });
+        await offline.endAsync();
         fill(join(mountPoint, 'filler'), 64 * 1024 * 1024);
+
+        // The broker is the first to find out: messages queued for the offline session cannot be
+        // stored. Every publisher still gets its PUBACK (a held acknowledgement must not wait
+        // forever for a flush that never comes), and the store's health learns of it.
+        const flooder = await connect(port, { username: 'admin', password: ADMIN_PASSWORD });
+        const payload = Buffer.alloc(16 * 1024, 1);
+        let failing = false;
+        for (let i = 0; i < 200 && !failing; i++) {
+          await Promise.race([
+            flooder.publishAsync('queued/x', payload, { qos: 1 }),
+            new Promise((_resolve, reject) => setTimeout(() => reject(new Error(`PUBACK ${i} held for 5 s`)), 5000)),
+          ]);
+          if (i % 10 === 9) failing = (await call('GET', '/health/ready')).body.checks.store === 'failing';
+        }
+        expect(failing, 'a failed broker write marks the store unwritable').to.equal(true);
+        await flooder.endAsync();
         await expectDegradedButServing(daemon, token, before, mountPoint);
         expect((await call('GET', '/health/ready')).body.checks).to.include({ disk: 'failing' });
 

@@ -209,6 +209,10 @@ export function openStore(options: OpenStoreOptions): Store {
     // childTransaction, not transaction: lmdb's plain transaction keeps the writes made
     // before a throw; a child transaction rolls them back.
     transaction: async <T>(fn: () => T): Promise<T> => {
+      // While writes fail, answer at once instead of trying: each failed commit is a risk of its
+      // own (lmdb-js corrupted its heap after a few dozen in a row on a full disk), and only the
+      // probe, once the filesystem has room, says writes work again.
+      if (!health.writable) throw new InsufficientStorageError();
       try {
         const result = (await root.childTransaction(fn)) as T;
         // lmdb-js overlaps the fsync of a commit with the next transaction (overlappingSync):

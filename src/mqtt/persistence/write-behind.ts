@@ -24,9 +24,20 @@ export class WriteLog {
   private readonly failureWaiters = new Set<() => void>();
 
   constructor(
-    private readonly store: Pick<Store, 'flushed' | 'isOpen'>,
+    private readonly store: Pick<Store, 'flushed' | 'isOpen' | 'writeHealth'>,
     private readonly onError: (error: unknown) => void,
   ) {}
+
+  /**
+   * False while the store cannot write (disk full, read-only): a write is then counted as failed
+   * without being tried. Each failed commit is a risk of its own: lmdb-js corrupted its heap after
+   * a few failed commits on a full disk (test/storage-faults.test.ts).
+   */
+  tryWrite(): boolean {
+    if (this.store.writeHealth().writable) return true;
+    this.failures++;
+    return false;
+  }
 
   /** Throws while the store is closed (a restore swaps it): lmdb-js would crash the process on that write. */
   assertOpen(): void {
@@ -92,11 +103,13 @@ export class WriteBehind<V> {
   /** `id` names `key` uniquely as a string (the map key of the pending writes). */
   put(id: string, key: Key, value: V): void {
     this.log.assertOpen();
+    if (!this.log.tryWrite()) return;
     this.issue(id, { key, value }, this.db.put(key, value));
   }
 
   remove(id: string, key: Key): void {
     this.log.assertOpen();
+    if (!this.log.tryWrite()) return;
     this.issue(id, { key, value: REMOVED }, this.db.remove(key));
   }
 
