@@ -134,7 +134,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   });
   store.onWriteHealthChange((h) => {
     if (h.writable) log.info('the store writes again');
-    else log.error('the store cannot write: writes answer 507 until space is freed', { reason: h.reason });
+    else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
   });
 
   const app = createHttpApp({

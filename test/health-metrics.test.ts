@@ -77,6 +77,16 @@ describe('health and metrics', function () {
       expect(text).to.match(/gatewayd_disk_free_bytes [1-9]/);
       expect(text).to.match(/gatewayd_process_resident_memory_bytes [1-9]/);
       expect(text).to.match(/gatewayd_nodejs_eventloop_lag_seconds /);
+      expect(text).to.match(/gatewayd_process_cpu_seconds_total [0-9.e-]+/);
+      expect(text).to.match(/gatewayd_mqtt_bytes_total\{direction="received"\} [1-9]/);
+      expect(text).to.match(/gatewayd_mqtt_connects_total [1-9]/);
+      expect(text).to.match(/gatewayd_mqtt_messages_dropped_total 0/);
+      expect(text).to.match(/gatewayd_mqtt_queued_messages \d/);
+      expect(text).to.match(/gatewayd_permission_decisions_total\{result="denied"\} \d/);
+      // Families whose series appear once there is something to report (a mapping connection, a backup).
+      for (const family of ['gatewayd_mapping_connection_up', 'gatewayd_mapping_messages_total', 'gatewayd_last_backup_age_seconds']) {
+        expect(text).to.include(`# TYPE ${family} `);
+      }
       await device.endAsync();
     });
 

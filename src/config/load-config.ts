@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { configSchema, type GatewayConfig } from './config-schema.js';
 
 /** Exit code for an unusable configuration (sysexits EX_CONFIG); systemd does not restart on it. */
@@ -131,8 +131,18 @@ function envOverrides(env: NodeJS.ProcessEnv, base: JsonObject): JsonObject {
   return out;
 }
 
-const ajv = new Ajv({ allErrors: false, strict: true });
-const validate = ajv.compile(configSchema);
+// Compiled when needed and only weakly held: the daemon reads its configuration once, and the
+// compiled validator (with Ajv's meta-schema validators) would otherwise stay on the heap for
+// good (README "Footprint"); tests that load many configurations reuse it while it lives.
+let validatorRef: WeakRef<ValidateFunction> | undefined;
+function configValidator(): ValidateFunction {
+  let validate = validatorRef?.deref();
+  if (!validate) {
+    validate = new Ajv({ allErrors: false, strict: true }).compile(configSchema);
+    validatorRef = new WeakRef(validate);
+  }
+  return validate;
+}
 
 export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
@@ -154,6 +164,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   if (file) merged = merge(merged, readJson(resolve(cwd, file), 'GATEWAYD_CONFIG'));
   merged = envOverrides(env, merged);
   if (options.overrides) merged = merge(merged, options.overrides as JsonObject);
+  const validate = configValidator();
   if (!validate(merged)) {
     const e = validate.errors![0]!;
     const where = e.instancePath.replace(/^\//, '').replace(/\//g, '.');

@@ -723,7 +723,7 @@ class GatewayBroker implements Broker {
     if (this.sessionOwners.size > SESSION_OWNER_LIMIT) this.sessionOwners.delete(this.sessionOwners.keys().next().value!);
   }
 
-  private authorizePublish(client: Client | null, packet: { topic: string }, callback: (error?: Error | null) => void): void {
+  private authorizePublish(client: Client | null, packet: { topic: string; retain?: boolean }, callback: (error?: Error | null) => void): void {
     const st = stateOf(client);
     // client null: a will left by a client of another (dead) broker instance; nobody vouches for it.
     if (!client || !st || st.revoked || st.principal === null) {
@@ -775,6 +775,13 @@ class GatewayBroker implements Broker {
       this.publishRefused(client, st, topic, 'no write permission');
       return callback(new Error('publish not authorized'));
     }
+    // A retained message is state the store must keep: while it cannot write (disk full,
+    // read-only, see README "Faults"), refuse it as the protocol allows (MQTT 5: a PUBACK/PUBREC
+    // with a reason code, 3.1.1: the connection closes) rather than acknowledge and lose it.
+    if (packet.retain && this.storeCannotWrite()) {
+      this.publishRefused(client, st, topic, 'the store cannot write');
+      return callback(new Error('retained messages cannot be stored now: the store cannot write'));
+    }
     if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
     this.counters.messagesReceived++;
     callback(null);
@@ -792,6 +799,11 @@ class GatewayBroker implements Broker {
       if (!client.closed) reader.resume();
     }, Math.max(1, st.bucket.msUntilToken())).unref();
     reader.pause();
+  }
+
+  /** True while the broker's store (when it has one) cannot write. */
+  private storeCannotWrite(): boolean {
+    return this.options.store !== undefined && this.cfg.persistence.enabled && !this.options.store.writeHealth().writable;
   }
 
   private publishRefused(client: Client, st: ClientState, topic: string, reason: string): void {
@@ -813,9 +825,13 @@ class GatewayBroker implements Broker {
         this.log.error('mqtt subscribe decision failed', { clientId: client.id, filter: sub.topic, error: (err as Error).message });
       }
     }
+    // A persistent session's subscription is stored (aedes skips the store for clean sessions):
+    // while the store cannot write, the SUBACK says 0x80 instead of promising a stored one.
+    const unstorable = ok && !client.clean && this.storeCannotWrite();
+    if (unstorable) ok = false;
     if (!ok) {
       this.counters.subscriptionsRefused++;
-      this.log.info('mqtt subscription refused', { clientId: client.id, username: st?.principal?.username, filter: sub.topic });
+      this.log.info('mqtt subscription refused', { clientId: client.id, username: st?.principal?.username, filter: sub.topic, ...(unstorable ? { reason: 'the store cannot write' } : {}) });
     }
     // null: Aedes answers 0x80 for this filter in the SUBACK and keeps the client connected.
     callback(null, ok ? sub : null);

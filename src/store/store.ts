@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
 import type { RoleRecord, TokenRecord, UserRecord } from './records.js';
@@ -90,14 +91,23 @@ export function isStorageFailure(err: unknown): boolean {
   if ('commitError' in err) return true;
   const e = err as { code?: unknown; message?: unknown };
   const text = `${String(e.code ?? '')} ${String(e.message ?? '')}`;
-  return /ENOSPC|EROFS|EDQUOT|No space left|Read-only file system|MDB_MAP_FULL|MDB_TXN_FULL|Commit failed/i.test(text);
+  // EIO: what a failing SD card or eMMC answers, and what fsync reports after a write failed.
+  return /ENOSPC|EROFS|EDQUOT|EIO|No space left|Read-only file system|Input\/output error|MDB_MAP_FULL|MDB_TXN_FULL|Commit failed/i.test(text);
 }
 
 export const STORE_FILE = 'data.mdb';
+/** Free space the filesystem needs before the write probe tries again (see startProbe). */
+const PROBE_MIN_FREE_BYTES = 4 * 1024 * 1024;
 
 export interface OpenStoreOptions {
   /** The store directory, e.g. <data>/db. Created if missing. */
   dir: string;
+  /**
+   * While writes fail, how often a tiny write probes whether they work again (default 2 s).
+   * Without it only the next API write would tell, and the broker refuses what it cannot store
+   * until then (its own writes may never come).
+   */
+  writeProbeIntervalMs?: number;
 }
 
 function openRoot(dir: string): { root: RootDatabase; dbs: StoreDatabases } {
@@ -149,18 +159,49 @@ export function openStore(options: OpenStoreOptions): Store {
     if (commitError) commitError.catch((cause: unknown) => noteCause(cause));
     else noteCause(err);
   }
+  let probe: NodeJS.Timeout | undefined;
   function noteCause(cause: unknown): void {
     const reason = cause instanceof Error ? cause.message.replace(/\/[^\s:]+/g, '<path>') : String(cause);
     if (health.writable) {
       health = { writable: false, reason, since: Date.now() };
       for (const l of writeFailureListeners) l(health);
+      startProbe();
     }
   }
   function noteWriteSuccess(): void {
     if (!health.writable) {
       health = { writable: true };
+      if (probe) clearInterval(probe);
+      probe = undefined;
       for (const l of writeFailureListeners) l(health);
     }
+  }
+  function startProbe(): void {
+    if (probe) return;
+    let inFlight = false;
+    probe = setInterval(() => {
+      if (inFlight || !opened) return;
+      inFlight = true;
+      // A small write can succeed on a full disk (it reuses pages the file already has), so
+      // probe only once the filesystem has room again; then one small key, overwritten each
+      // time: a success marks the store writable again.
+      statfs(options.dir)
+        .then(async (fs) => {
+          if (fs.bavail * fs.bsize < PROBE_MIN_FREE_BYTES) return;
+          await root.childTransaction(() => dbs.meta.put('writeProbe', Date.now()));
+          await root.flushed;
+          noteWriteSuccess();
+        })
+        .then(
+          () => (inFlight = false),
+          (err: unknown) => {
+            inFlight = false;
+            // Still failing: handle lmdb-js's commitError promise (see noteWriteFailure).
+            (err as { commitError?: Promise<unknown> } | null)?.commitError?.catch(() => undefined);
+          },
+        );
+    }, options.writeProbeIntervalMs ?? 2000);
+    probe.unref();
   }
   const store: Store = {
     ...dbs,
@@ -168,13 +209,18 @@ export function openStore(options: OpenStoreOptions): Store {
     // childTransaction, not transaction: lmdb's plain transaction keeps the writes made
     // before a throw; a child transaction rolls them back.
     transaction: async <T>(fn: () => T): Promise<T> => {
+      // While writes fail, answer at once instead of trying: each failed commit is a risk of its
+      // own (lmdb-js corrupted its heap after a few dozen in a row on a full disk), and only the
+      // probe, once the filesystem has room, says writes work again.
+      if (!health.writable) throw new InsufficientStorageError();
       try {
         const result = (await root.childTransaction(fn)) as T;
         // lmdb-js overlaps the fsync of a commit with the next transaction (overlappingSync):
         // a committed write is not yet on disk. An API answer promises durability, so wait for
         // the flush (broker acknowledgements wait for it the same way, see mqtt/persistence).
         await root.flushed;
-        noteWriteSuccess();
+        // Not a sign of recovery by itself: a small write can fit in pages the file already has
+        // while the disk is still full. Only the probe (startProbe) says writes work again.
         return result;
       } catch (err) {
         if (!isStorageFailure(err)) throw err;
@@ -192,6 +238,8 @@ export function openStore(options: OpenStoreOptions): Store {
     },
     close: () => {
       opened = false;
+      if (probe) clearInterval(probe);
+      probe = undefined;
       return root.close();
     },
     reopen: async (swap) => {

@@ -119,7 +119,12 @@ export class LmdbPersistence {
 
   constructor(private readonly deps: LmdbPersistenceDeps) {
     this.#now = deps.now ?? Date.now;
-    this.#writes = new WriteLog(deps.store, (error) => this.#warn('write', 'mqtt broker state: a write to the store failed', { error }));
+    this.#writes = new WriteLog(deps.store, (error) => {
+      // The store's write health (507s, /health/ready, the broker's refusals) learns of it, and
+      // lmdb-js's commitError promise is handled there instead of ending the process.
+      deps.store.noteWriteFailure(error);
+      this.#warn('write', 'mqtt broker state: a write to the store failed', { error });
+    });
     this.#state = this.#load();
   }
 
@@ -238,6 +243,14 @@ export class LmdbPersistence {
   }
 
   #enqueue(clientId: string, packet: object): void {
+    // While the store cannot write, an offline session's copy is dropped like one over a full
+    // queue: every failed commit is a risk (lmdb-js corrupted its heap after a few dozen failed
+    // commits in a row on a full disk, test/storage-faults.test.ts), and it could not be kept.
+    if (!this.deps.store.writeHealth().writable) {
+      this.#counters.queueDrops++;
+      this.#warn('unwritable', 'mqtt: messages for offline sessions are dropped while the store cannot write', { clientId });
+      return;
+    }
     const state = this.#state;
     const session = state.sessions.ensure({ id: clientId });
     // One copy per session: aedes may change a queued packet it streams to one client.

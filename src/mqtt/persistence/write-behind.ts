@@ -21,11 +21,23 @@ export class WriteLog {
   private durableUpTo = 0;
   private batch: { commit: Promise<unknown>; settled: (() => void)[] } | undefined;
   private flushing: { upTo: number; done: Promise<void> } | undefined;
+  private readonly failureWaiters = new Set<() => void>();
 
   constructor(
-    private readonly store: Pick<Store, 'flushed' | 'isOpen'>,
+    private readonly store: Pick<Store, 'flushed' | 'isOpen' | 'writeHealth'>,
     private readonly onError: (error: unknown) => void,
   ) {}
+
+  /**
+   * False while the store cannot write (disk full, read-only): a write is then counted as failed
+   * without being tried. Each failed commit is a risk of its own: lmdb-js corrupted its heap after
+   * a few failed commits on a full disk (test/storage-faults.test.ts).
+   */
+  tryWrite(): boolean {
+    if (this.store.writeHealth().writable) return true;
+    this.failures++;
+    return false;
+  }
 
   /** Throws while the store is closed (a restore swaps it): lmdb-js would crash the process on that write. */
   assertOpen(): void {
@@ -49,6 +61,9 @@ export class WriteLog {
         this.failures += batch.settled.length;
         this.onError(error);
         settle();
+        // lmdb-js may never resolve its flush promise after a failed commit (a full disk):
+        // whoever waits for durability (a held PUBACK) must not wait forever.
+        for (const wake of [...this.failureWaiters]) wake();
       });
     }
     this.batch!.settled.push(settled);
@@ -63,8 +78,12 @@ export class WriteLog {
     if (upTo === mark || upTo <= this.durableUpTo) return Promise.resolve();
     if (this.flushing && this.flushing.upTo >= upTo) return this.flushing.done;
     // store.flushed() covers every write issued before it is called.
-    const done = this.store.flushed().then(() => {
-      if (this.durableUpTo < upTo) this.durableUpTo = upTo;
+    let wake!: () => void;
+    const failed = new Promise<'failed'>((resolve) => (wake = () => resolve('failed')));
+    this.failureWaiters.add(wake);
+    const done = Promise.race([this.store.flushed(), failed]).then((outcome) => {
+      this.failureWaiters.delete(wake);
+      if (outcome !== 'failed' && this.durableUpTo < upTo) this.durableUpTo = upTo;
       if (this.flushing?.done === done) this.flushing = undefined;
     });
     this.flushing = { upTo, done };
@@ -84,11 +103,13 @@ export class WriteBehind<V> {
   /** `id` names `key` uniquely as a string (the map key of the pending writes). */
   put(id: string, key: Key, value: V): void {
     this.log.assertOpen();
+    if (!this.log.tryWrite()) return;
     this.issue(id, { key, value }, this.db.put(key, value));
   }
 
   remove(id: string, key: Key): void {
     this.log.assertOpen();
+    if (!this.log.tryWrite()) return;
     this.issue(id, { key, value: REMOVED }, this.db.remove(key));
   }
 
