@@ -74,7 +74,7 @@ export function createAuthService(deps: {
   async function checkPassword(username: string, password: string, via: string, source?: string): Promise<UserRecord> {
     const attempt = await throttle.begin(username, source);
     try {
-      const user = users.findByUsername(username);
+      const user = users.findByUsernameForAuth(username);
       if (user?.identityProvider === 'ldap' || (!user && deps.ldap?.enabled())) {
         const synced = await checkDirectoryPassword(username, password, via, user);
         if (!synced) return refuse(attempt, username, via, source, 'ldap');

@@ -55,6 +55,12 @@ export interface Store extends StoreDatabases {
   /** Listeners called after a successful reopen (caches reload from the new store). */
   onReopen(listener: () => void): void;
   /**
+   * Changes when a store.transaction starts and when it ends, and around a reopen: a value read
+   * outside a transaction while this stayed the same is still what the store holds (for caches
+   * of decoded records; writes made outside store.transaction are not seen by it).
+   */
+  writeGeneration(): number;
+  /**
    * Opens (creating it if missing) a named database of this environment for a part that keeps
    * its own data (the MQTT broker state), so backups and restores carry it. A reopen invalidates
    * the handle: open it again from an onReopen listener.
@@ -151,6 +157,7 @@ export function openStore(options: OpenStoreOptions): Store {
   const reopenListeners: (() => void)[] = [];
   let health: StoreWriteHealth = { writable: true };
   const writeFailureListeners: ((health: StoreWriteHealth) => void)[] = [];
+  let generation = 0;
 
   function noteWriteFailure(err: unknown): void {
     // Handle lmdb-js's commitError promise, which nobody else awaits (an unhandled rejection
@@ -213,6 +220,8 @@ export function openStore(options: OpenStoreOptions): Store {
       // own (lmdb-js corrupted its heap after a few dozen in a row on a full disk), and only the
       // probe, once the filesystem has room, says writes work again.
       if (!health.writable) throw new InsufficientStorageError();
+      // Bumped at both ends: what was read before or during the transaction is stale after it.
+      generation++;
       try {
         const result = (await root.childTransaction(fn)) as T;
         // lmdb-js overlaps the fsync of a commit with the next transaction (overlappingSync):
@@ -226,6 +235,8 @@ export function openStore(options: OpenStoreOptions): Store {
         if (!isStorageFailure(err)) throw err;
         noteWriteFailure(err);
         throw new InsufficientStorageError();
+      } finally {
+        generation++;
       }
     },
     backup: async (dir: string) => {
@@ -244,15 +255,18 @@ export function openStore(options: OpenStoreOptions): Store {
     },
     reopen: async (swap) => {
       await root.flushed;
+      generation++;
       opened = false;
       await root.close();
       await swap(options.dir);
       ({ root, dbs } = openRoot(options.dir));
       opened = true;
       Object.assign(store, dbs);
+      generation++;
       for (const listener of reopenListeners) listener();
     },
     onReopen: (listener) => void reopenListeners.push(listener),
+    writeGeneration: () => generation,
     openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
     isOpen: () => opened,
     writeHealth: () => health,
