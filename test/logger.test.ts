@@ -33,4 +33,25 @@ describe('logger levels', () => {
     expect(lines).to.have.length(1);
     expect(lines[0]).to.include({ level: 'debug', message: 'mqtt client disconnected', component: 'mqtt', clientId: 'c1', password: '[redacted]' });
   });
+
+  it('writes each line at once, as winston did: inner child fields over outer, the call over both, audit at any level', () => {
+    const stream = new PassThrough();
+    const log = createLogger({ level: 'error', stream });
+    const child = log.child({ component: 'outer', site: 'a' }).child({ component: 'inner' });
+    child.warn('dropped at error');
+    child.error('failed', { site: 'b', message: 'detail', token: 'Secret-1' });
+    child.audit('user created', { userId: 'u1' });
+    // Written synchronously: no tick needed before the lines are in the stream.
+    const lines = String(stream.read() ?? '').trim().split('\n');
+    expect(lines).to.have.length(2);
+    // Keys sorted (winston's JSON format), message joined with a field named message.
+    expect(lines[0]).to.match(/^\{"component":"inner","level":"error","message":"failed detail","site":"b","timestamp":"[^"]+","token":"\[redacted\]"\}$/);
+    expect(JSON.parse(lines[1]!)).to.include({ audit: true, component: 'inner', site: 'a', level: 'info', message: 'user created', userId: 'u1' });
+    // An unknown level logs nothing but audit and lifecycle lines.
+    const quiet = new PassThrough();
+    const unknown = createLogger({ level: 'verbose-ish', stream: quiet });
+    unknown.error('not written');
+    unknown.lifecycle('ready');
+    expect(JSON.parse(String(quiet.read()))).to.include({ level: 'info', message: 'ready' });
+  });
 });
