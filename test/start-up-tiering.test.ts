@@ -1,0 +1,38 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+
+const tiering = fileURLToPath(new URL('../src/start-up-tiering.js', import.meta.url));
+
+// A hot function in a fresh Node process (V8 flags are per process): is it optimized by
+// TurboFan while the optimizer is paused, and after it is resumed? %GetOptimizationStatus bit 4
+// (16) is "TurboFanned".
+const probe = `
+const { pauseOptimizer, resumeOptimizer } = await import(${JSON.stringify(tiering)});
+const turbofanned = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
+function hot(f) { let t = 0; for (let i = 0; i < 3e5; i++) t += f(i); for (let i = 0; i < 3e5; i++) t += f(i); return t; }
+pauseOptimizer();
+const a = (x) => x * 2 + 1;
+hot(a);
+const paused = turbofanned(a);
+resumeOptimizer();
+hot(a);
+const b = (x) => x * 3 + 1;
+hot(b);
+console.log(JSON.stringify({ paused, startUpCodeLater: turbofanned(a), newCode: turbofanned(b) }));
+`;
+
+function run(flags: string[]): { paused: boolean; startUpCodeLater: boolean; newCode: boolean } {
+  const out = execFileSync(process.execPath, ['--allow-natives-syntax', ...flags, '--input-type=module', '-e', probe], { encoding: 'utf8', timeout: 15_000 });
+  return JSON.parse(out.trim()) as { paused: boolean; startUpCodeLater: boolean; newCode: boolean };
+}
+
+describe('start-up tiering (the optimizer paused until ready)', () => {
+  it('optimizes nothing while paused, and both start-up code and new code once resumed', () => {
+    expect(run([])).to.deep.equal({ paused: false, startUpCodeLater: true, newCode: true });
+  });
+
+  it('leaves an optimizer turned off on the command line off', () => {
+    expect(run(['--no-opt'])).to.deep.equal({ paused: false, startUpCodeLater: false, newCode: false });
+  });
+});
