@@ -4,22 +4,24 @@ import { expect } from 'chai';
 
 const tiering = fileURLToPath(new URL('../src/start-up-tiering.js', import.meta.url));
 
-// A hot function in a fresh Node process (V8 flags are per process): is it optimized by
-// TurboFan while the optimizer is paused, and after it is resumed? %GetOptimizationStatus bit 4
-// (16) is "TurboFanned".
+// A hot function in a fresh Node process (V8 flags are per process): is it optimized while the
+// optimizer is paused, and by TurboFan after it is resumed? %GetOptimizationStatus bit 4 (16) is
+// "optimized" by any tier (Maglev is on by default from Node 22), bit 6 (64) "TurboFanned".
 const probe = `
 const { pauseOptimizer, resumeOptimizer } = await import(${JSON.stringify(tiering)});
-const turbofanned = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
+const optimized = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
+const turbofanned = (f) => (%GetOptimizationStatus(f) & 64) !== 0;
 function hot(f) { let t = 0; for (let i = 0; i < 3e5; i++) t += f(i); for (let i = 0; i < 3e5; i++) t += f(i); return t; }
 pauseOptimizer();
 const a = (x) => x * 2 + 1;
 hot(a);
-const paused = turbofanned(a);
+const paused = optimized(a);
+const pausedTurbofan = turbofanned(a);
 resumeOptimizer();
-hot(a);
+for (let k = 0; k < 5; k++) hot(a);
 const b = (x) => x * 3 + 1;
 hot(b);
-console.log(JSON.stringify({ paused, startUpCodeLater: turbofanned(a), newCode: turbofanned(b) }));
+console.log(JSON.stringify({ paused: process.execArgv.includes('--no-opt') ? pausedTurbofan : paused, startUpCodeLater: turbofanned(a), newCode: turbofanned(b) }));
 `;
 
 function run(flags: string[]): { paused: boolean; startUpCodeLater: boolean; newCode: boolean } {
