@@ -5,15 +5,15 @@
 import { expect } from 'chai';
 import type { MqttClient } from 'mqtt';
 import { startGateway, GOOD_PASSWORD, type TestGateway } from './support/harness.js';
-import { SparkplugHost, type SparkplugMessage } from './support/sparkplug-host.js';
-import { startModbusServer, type ModbusTestServer } from './mapping-support.js';
+import { SparkplugHost, seqsOf, type SparkplugMessage } from './support/sparkplug-host.js';
+import { startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
 
 const GROUP = 'site-a';
 const NODE = 'gw1';
 const DEVICE = 'press-7';
 
 /** A press: temperature (holding 5, tenths of a degree) read every 40 ms, a setpoint (holding 10) read and written. */
-function pressService(modbusPort: number, options: { runAs?: string; primaryHostId?: string; extraMetric?: boolean; via?: string } = {}): string {
+function pressService(modbusPort: number, options: { edgeNodeId?: string; runAs?: string; primaryHostId?: string; extraMetric?: boolean } = {}): string {
   return `description: press 7 as a Sparkplug device
 resources:
   plc:
@@ -32,9 +32,9 @@ resources:
     type: Sparkplug
     properties:
       groupId: ${GROUP}
-      edgeNodeId: ${NODE}
+      edgeNodeId: ${options.edgeNodeId ?? NODE}
       runAs: ${options.runAs ?? 'edge-gw1'}
-      via: ${options.via ?? 'local'}
+      via: local
       birthWaitMs: 2000
 ${options.primaryHostId ? `      primaryHostId: ${options.primaryHostId}\n` : ''}      devices:
         - deviceId: ${DEVICE}
@@ -44,11 +44,11 @@ ${options.primaryHostId ? `      primaryHostId: ${options.primaryHostId}\n` : ''
 ${options.extraMetric ? '            - {name: raw, endpoint: !ref setpointNow, datatype: UInt16}\n' : ''}`;
 }
 
-/** What the edge node's user may do: publish and subscribe its own Sparkplug topics, write the endpoints. */
-const EDGE_PERMISSIONS = [
-  { context: 'mqtt' as const, operation: 'readWrite' as const, resource: `spBv1.0/${GROUP}/+/${NODE}/#` },
+/** What an edge node's user may do: publish and subscribe its own Sparkplug topics, write the endpoints. */
+const edgePermissions = (node: string, writeEndpoints = true) => [
+  { context: 'mqtt' as const, operation: 'readWrite' as const, resource: `spBv1.0/${GROUP}/+/${node}/#` },
   { context: 'mqtt' as const, operation: 'read' as const, resource: 'spBv1.0/STATE/+' },
-  { context: 'mqtt' as const, operation: 'write' as const, resource: 'services/#' },
+  ...(writeEndpoints ? [{ context: 'mqtt' as const, operation: 'write' as const, resource: 'services/#' }] : []),
 ];
 /** A SCADA host: reads everything Sparkplug, sends commands and its STATE. */
 const HOST_PERMISSIONS = [
@@ -75,6 +75,23 @@ describe('Sparkplug B edge node', function () {
     expect(res.status, JSON.stringify(res.body)).to.be.oneOf([200, 201]);
     return res.body;
   };
+  const view = async (service = 'press') => (await gw.api('GET', `/api/sparkplug/${service}.edge`, { token: admin })).body;
+  /**
+   * Waits until the edge node and every device are born (the API says so, and the host has the
+   * NBIRTH of that session and a DBIRTH after it); answers those births and the aliases.
+   */
+  const born = async (node = NODE, service = 'press') => {
+    const v = await until(async () => {
+      const x = await view(service);
+      return x.node?.state === 'born' && x.devices.every((d: { state: string }) => d.state === 'born') ? x : undefined;
+    }, 15_000, `${node} born`);
+    return until(() => {
+      const nbirth = host.messages.filter((m) => m.type === 'NBIRTH' && m.edgeNodeId === node).at(-1);
+      const dbirth = host.messages.filter((m) => m.type === 'DBIRTH' && m.edgeNodeId === node).at(-1);
+      if (!nbirth || !dbirth || dbirth.index < nbirth.index || metricNamed(nbirth, 'bdSeq')!.longValue !== String(v.node.bdSeq)) return undefined;
+      return { nbirth, dbirth, bdSeq: Number(metricNamed(nbirth, 'bdSeq')!.longValue), alias: (name: string) => metricNamed(dbirth, name)!.alias! };
+    }, 10_000, `${node} births at the host`);
+  };
   const connectHost = async (username = 'scada') => {
     const h = await SparkplugHost.connect(`mqtt://127.0.0.1:${gw.ports.mqtt}`, GROUP, { username, password: GOOD_PASSWORD, protocolVersion: 4 });
     hosts.push(h);
@@ -87,7 +104,7 @@ describe('Sparkplug B edge node', function () {
     plc.holding[10] = 50;
     gw = await startGateway();
     admin = await gw.login();
-    await gw.userWith(EDGE_PERMISSIONS, 'edge-gw1');
+    await gw.userWith(edgePermissions(NODE), 'edge-gw1');
     await gw.userWith(HOST_PERMISSIONS, 'scada');
     host = await connectHost();
     await putService('press', pressService(plc.port));
@@ -145,4 +162,145 @@ describe('Sparkplug B edge node', function () {
     await new Promise((r) => setTimeout(r, 300));
     expect(host.messages.slice(ddata.index + 1).filter((m) => m.type === 'DDATA' && metricAliased(m, temperatureAlias))).to.deep.equal([]);
   });
+
+  it('NCMD Node Control/Rebirth: NBIRTH again (seq 0, the same bdSeq) and every DBIRTH; seq goes up by one across node and device messages', async () => {
+    const before = await born();
+    const from = host.messages.length;
+    await host.rebirth(NODE);
+    const nbirth = await host.until((m) => m.type === 'NBIRTH', 10_000, from);
+    expect(nbirth.payload.seq).to.equal(0);
+    expect(metricNamed(nbirth, 'bdSeq')!.longValue).to.equal(String(before.bdSeq));
+    const dbirth = await host.until((m) => m.type === 'DBIRTH', 10_000, from);
+    expect(dbirth.payload.seq).to.equal(1);
+    expect(metricNamed(dbirth, 'temperature')).to.not.equal(undefined);
+    // Data after the rebirth, then a second rebirth: the numbers never skip or repeat.
+    for (const v of [240, 241, 242]) {
+      const at = host.messages.length;
+      plc.holding[5] = v;
+      await host.until((m) => m.type === 'DDATA' && m.payload.metrics.some((x) => x.floatValue !== undefined && Math.abs(x.floatValue - v / 10) < 1e-4), 10_000, at);
+    }
+    const seqs = seqsOf(host.messages, NODE, nbirth.index);
+    expect(seqs[0]).to.equal(0);
+    seqs.forEach((seq, i) => expect(seq, `message ${i} after the NBIRTH`).to.equal(i % 256));
+    expect(seqs.length).to.be.greaterThanOrEqual(5);
+    expect((await view()).commands.NCMD.accepted).to.be.greaterThanOrEqual(1);
+  });
+
+  it('DCMD on a writable metric writes the Modbus register through the endpoint, and the new value comes back as DDATA', async () => {
+    const { alias } = await born();
+    const from = host.messages.length;
+    const written = new Promise<{ address: number; values: number[] }>((resolve) => plc.events.once('write', resolve));
+    await host.command(`spBv1.0/${GROUP}/DCMD/${NODE}/${DEVICE}`, [{ alias: alias('setpoint'), intValue: 77 }]);
+    expect(await written).to.deep.include({ address: 10, values: [77] });
+    expect(plc.holding[10]).to.equal(77);
+    const ddata = await host.until((m) => m.type === 'DDATA' && metricAliased(m, alias('setpoint'))?.intValue === 77, 10_000, from);
+    expect(ddata.deviceId).to.equal(DEVICE);
+    const counts = (await view()).commands.DCMD;
+    expect(counts.accepted).to.be.greaterThanOrEqual(1);
+
+    // A read-only metric is not written; neither is a value outside the metric's type.
+    const refusedBefore = counts.refused;
+    const writes: unknown[] = [];
+    const onWrite = (w: unknown) => writes.push(w);
+    plc.events.on('write', onWrite);
+    await host.command(`spBv1.0/${GROUP}/DCMD/${NODE}/${DEVICE}`, [{ alias: alias('temperature'), floatValue: 99 }]);
+    await host.command(`spBv1.0/${GROUP}/DCMD/${NODE}/${DEVICE}`, [{ alias: alias('setpoint'), longValue: '99999999999' }]);
+    await until(async () => ((await view()).commands.DCMD.refused >= refusedBefore + 2 ? true : undefined), 10_000, 'two refusals');
+    plc.events.off('write', onWrite);
+    expect(writes).to.deep.equal([]);
+    expect(plc.holding[10]).to.equal(77);
+  });
+
+  it('a read that fails gives the metric Quality BAD (0); the next good reading says GOOD (192) with its value', async () => {
+    const { alias } = await born();
+    const from = host.messages.length;
+    plc.exception = 4; // server device failure: the connection stays up
+    const bad = await host.until((m) => m.type === 'DDATA' && metricAliased(m, alias('temperature'))?.properties?.Quality !== undefined, 10_000, from);
+    expect(metricAliased(bad, alias('temperature'))!.properties!.Quality).to.deep.include({ type: 3, intValue: 0 });
+    const badView = (await view()).devices[0].metrics.find((m: { name: string }) => m.name === 'temperature');
+    expect(badView.quality).to.equal('BAD');
+    expect(badView.error).to.be.a('string');
+    const at = host.messages.length;
+    plc.holding[5] = 250;
+    delete plc.exception;
+    const good = await host.until((m) => m.type === 'DDATA' && metricAliased(m, alias('temperature'))?.properties?.Quality?.intValue === 192, 10_000, at);
+    expect(metricAliased(good, alias('temperature'))!.floatValue).to.be.closeTo(25, 1e-5);
+  });
+
+  it('a device whose connection is lost gets a DDEATH, and a DBIRTH with fresh values once it is back', async () => {
+    const { nbirth } = await born();
+    const from = host.messages.length;
+    const port = plc.port;
+    await plc.stop();
+    const ddeath = await host.until((m) => m.type === 'DDEATH', 10_000, from);
+    expect(ddeath.topic).to.equal(`spBv1.0/${GROUP}/DDEATH/${NODE}/${DEVICE}`);
+    expect(ddeath.payload.seq).to.be.a('number');
+    const dead = await view();
+    expect(dead.node.state).to.equal('born');
+    expect(dead.devices[0].state).to.equal('dead');
+    expect(dead.devices[0].metrics[0].quality).to.equal('STALE');
+
+    plc = await startModbusServer(port);
+    plc.holding[5] = 199;
+    plc.holding[10] = 12;
+    const dbirth = await host.until((m) => m.type === 'DBIRTH', 20_000, ddeath.index);
+    expect(metricNamed(dbirth, 'temperature')!.floatValue).to.be.closeTo(19.9, 1e-5);
+    expect(metricNamed(dbirth, 'setpoint')!.intValue).to.equal(12);
+    // One session throughout: the NDEATH never came, the seq went on.
+    expect(host.messages.slice(nbirth.index).filter((m) => m.type === 'NDEATH' || m.type === 'NBIRTH').length).to.be.lessThanOrEqual(1);
+    const seqs = seqsOf(host.messages, NODE, nbirth.index);
+    seqs.forEach((seq, i) => expect(seq).to.equal((seqs[0]! + i) % 256));
+  });
+
+  it('a change to the service file gives a new birth (NDEATH, then NBIRTH and DBIRTH with the new metric), not a daemon restart', async () => {
+    const { bdSeq } = await born();
+    const from = host.messages.length;
+    await putService('press', pressService(plc.port, { extraMetric: true }));
+    const ndeath = await host.until((m) => m.type === 'NDEATH', 10_000, from);
+    expect(metricNamed(ndeath, 'bdSeq')!.longValue).to.equal(String(bdSeq));
+    expect(ndeath.payload.seq).to.equal(undefined);
+    const nbirth = await host.until((m) => m.type === 'NBIRTH', 10_000, from);
+    expect(nbirth.index).to.be.greaterThan(ndeath.index);
+    expect(metricNamed(nbirth, 'bdSeq')!.longValue).to.equal(String((bdSeq + 1) % 256));
+    const dbirth = await host.until((m) => m.type === 'DBIRTH', 10_000, nbirth.index);
+    expect(metricNamed(dbirth, 'raw')).to.deep.include({ datatype: 6, intValue: plc.holding[10] });
+    await putService('press', pressService(plc.port));
+    await host.until((m) => m.type === 'DBIRTH' && metricNamed(m, 'raw') === undefined, 10_000, dbirth.index);
+  });
+
+  it('with primaryHostId, births wait for the host STATE online; offline: NDEATH and a new session that waits; online again: births with the next bdSeq', async () => {
+    await gw.userWith(edgePermissions('gw2'), 'edge-gw2');
+    const from = host.messages.length;
+    await putService('line2', pressService(plc.port, { edgeNodeId: 'gw2', runAs: 'edge-gw2', primaryHostId: 'scada' }).replace(`deviceId: ${DEVICE}`, 'deviceId: oven-2'));
+    await until(async () => ((await view('line2')).node.state === 'waitingForHost' ? true : undefined), 10_000, 'waiting for the host');
+    const state = (online: boolean, timestamp: number) => host.client.publishAsync('spBv1.0/STATE/scada', JSON.stringify({ online, timestamp }), { qos: 1, retain: true });
+    try {
+      const t1 = Date.now();
+      await state(true, t1);
+      const nbirth = await host.until((m) => m.type === 'NBIRTH' && m.edgeNodeId === 'gw2', 10_000, from);
+      expect(host.messages.slice(from, nbirth.index).filter((m) => m.edgeNodeId === 'gw2')).to.deep.equal([]);
+      await host.until((m) => m.type === 'DBIRTH' && m.edgeNodeId === 'gw2', 10_000, nbirth.index);
+      const bdSeq = Number(metricNamed(nbirth, 'bdSeq')!.longValue);
+
+      // A late death of an older host session (older timestamp) changes nothing.
+      await state(false, t1 - 1000);
+      await state(false, t1);
+      const ndeath = await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw2', 10_000, nbirth.index);
+      expect(metricNamed(ndeath, 'bdSeq')!.longValue).to.equal(String(bdSeq));
+      await until(async () => ((await view('line2')).node.state === 'waitingForHost' ? true : undefined), 10_000, 'waiting again');
+      expect((await view('line2')).node.bdSeq).to.equal((bdSeq + 1) % 256);
+
+      await state(true, t1 + 10);
+      const again = await host.until((m) => m.type === 'NBIRTH' && m.edgeNodeId === 'gw2', 10_000, ndeath.index);
+      expect(metricNamed(again, 'bdSeq')!.longValue).to.equal(String((bdSeq + 1) % 256));
+      expect(host.of('NDEATH').filter((m) => m.edgeNodeId === 'gw2')).to.have.lengthOf(1);
+    } finally {
+      await host.client.publishAsync('spBv1.0/STATE/scada', '', { qos: 1, retain: true });
+      const at = host.messages.length;
+      expect((await gw.api('DELETE', '/api/services/line2', { token: admin })).status).to.equal(200);
+      // Removed: it leaves with an NDEATH of its own.
+      await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw2', 10_000, at);
+    }
+  });
+
 });

@@ -206,7 +206,9 @@ export class SparkplugHost {
   }
 }
 
-/** The seq numbers of an edge node's messages from `from` on (NDEATH carries none). */
+const SEQUENCED = new Set(['NBIRTH', 'NDATA', 'DBIRTH', 'DDATA', 'DDEATH']);
+
+/** The seq numbers of what an edge node published from `from` on (NDEATH carries none; commands are the hosts'). */
 export function seqsOf(messages: SparkplugMessage[], edgeNodeId: string, from = 0): number[] {
-  return messages.filter((m) => m.index >= from && m.edgeNodeId === edgeNodeId && m.type !== 'NDEATH' && m.type !== 'STATE').map((m) => m.payload.seq!);
+  return messages.filter((m) => m.index >= from && m.edgeNodeId === edgeNodeId && SEQUENCED.has(m.type)).map((m) => m.payload.seq!);
 }
