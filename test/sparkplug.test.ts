@@ -303,4 +303,156 @@ describe('Sparkplug B edge node', function () {
     }
   });
 
+
+  it('the permission engine decides: an NCMD from a client without write permission never arrives; runAs without a permission leaves the node dead with the reason', async () => {
+    await born();
+    await gw.userWith([{ context: 'mqtt', operation: 'read', resource: 'spBv1.0/#' }], 'viewer');
+    const viewer = await connectHost('viewer');
+    const accepted = (await view()).commands.NCMD.accepted;
+    const from = host.messages.length;
+    const closed = new Promise<void>((resolve) => viewer.client.once('close', () => resolve()));
+    await viewer.rebirth(NODE).catch(() => undefined);
+    await closed; // MQTT 3.1.1: a forbidden publish ends the connection
+    await host.rebirth(NODE);
+    const nbirth = await host.until((m) => m.type === 'NBIRTH', 10_000, from);
+    // Only the host's own NCMD reached the broker's subscribers and the edge node.
+    expect(host.messages.slice(from, nbirth.index).filter((m) => m.type === 'NCMD')).to.have.lengthOf(1);
+    await until(async () => ((await view()).commands.NCMD.accepted === accepted + 1 ? true : undefined), 10_000, 'one rebirth accepted');
+
+    await gw.userWith([{ context: 'mqtt', operation: 'read', resource: 'spBv1.0/#' }], 'edge-readonly');
+    const two = `resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
+  temperature:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 5}, pollIntervalMs: 200}
+  readonly:
+    type: Sparkplug
+    properties: {groupId: ${GROUP}, edgeNodeId: gw3, runAs: edge-readonly, devices: [{deviceId: d, metrics: [{name: t, endpoint: !ref temperature, datatype: Float}]}]}
+  ghost:
+    type: Sparkplug
+    properties: {groupId: ${GROUP}, edgeNodeId: gw4, runAs: nobody-here, devices: [{deviceId: d, metrics: [{name: t, endpoint: !ref temperature, datatype: Float}]}]}
+`;
+    await putService('line3', two);
+    try {
+      const readonly = await until(async () => {
+        const v = (await gw.api('GET', '/api/sparkplug/line3.readonly', { token: admin })).body;
+        return v.node.state === 'dead' ? v : undefined;
+      }, 10_000, 'readonly dead');
+      expect(readonly.node.message).to.equal(`runAs user edge-readonly may not publish spBv1.0/${GROUP}/NBIRTH/gw3`);
+      const ghost = await until(async () => {
+        const v = (await gw.api('GET', '/api/sparkplug/line3.ghost', { token: admin })).body;
+        return v.node.state === 'dead' ? v : undefined;
+      }, 10_000, 'ghost dead');
+      expect(ghost.node.message).to.equal('runAs user nobody-here does not exist');
+      expect(host.messages.filter((m) => m.edgeNodeId === 'gw3' || m.edgeNodeId === 'gw4')).to.deep.equal([]);
+    } finally {
+      await gw.api('DELETE', '/api/services/line3', { token: admin });
+    }
+  });
+
+  it('a DCMD is written only when runAs may write the endpoint\'s <topic>/set', async () => {
+    await gw.userWith(edgePermissions('gw5', false), 'edge-gw5');
+    const from = host.messages.length;
+    await putService('line5', pressService(plc.port, { edgeNodeId: 'gw5', runAs: 'edge-gw5' }));
+    try {
+      const { alias } = await born('gw5', 'line5');
+      const writes: unknown[] = [];
+      const onWrite = (w: unknown) => writes.push(w);
+      plc.events.on('write', onWrite);
+      await host.command(`spBv1.0/${GROUP}/DCMD/gw5/${DEVICE}`, [{ alias: alias('setpoint'), intValue: 5 }]);
+      await until(async () => ((await view('line5')).commands.DCMD.refused === 1 ? true : undefined), 10_000, 'refused');
+      plc.events.off('write', onWrite);
+      expect(writes).to.deep.equal([]);
+      expect(host.messages.slice(from).filter((m) => m.type === 'DDATA' && m.edgeNodeId === 'gw5' && metricAliased(m, alias('setpoint'))?.intValue === 5)).to.deep.equal([]);
+    } finally {
+      await gw.api('DELETE', '/api/services/line5', { token: admin });
+    }
+  });
+
+  it('GET /api/sparkplug and /api/sparkplug/{id}: state, devices, last values; the operation disables (NDEATH) and enables (births); /metrics counts births, data and commands', async () => {
+    await born();
+    const list = await gw.api('GET', '/api/sparkplug', { token: admin });
+    expect(list.status).to.equal(200);
+    const edge = list.body.find((e: { id: string }) => e.id === 'press.edge');
+    expect(edge).to.deep.include({ groupId: GROUP, edgeNodeId: NODE, runAs: 'edge-gw1', currentState: 'enabled', targetState: 'enabled', via: { kind: 'local' } });
+    expect(edge.node.state).to.equal('born');
+    expect(edge.node.server).to.match(/^mqtt:\/\/127\.0\.0\.1:\d+$/);
+    const metrics = edge.devices[0].metrics;
+    expect(edge.devices[0]).to.include({ deviceId: DEVICE, state: 'born' });
+    expect(metrics.map((m: { name: string }) => m.name)).to.deep.equal(['temperature', 'setpoint']);
+    expect(metrics[0]).to.include({ datatype: 'Float', writable: false, quality: 'GOOD', value: plc.holding[5]! / 10 });
+    expect(metrics[1]).to.include({ datatype: 'Int32', writable: true, quality: 'GOOD', value: plc.holding[10] });
+    expect((await gw.api('GET', '/api/sparkplug/press.nothing', { token: admin })).status).to.equal(404);
+    const schema = await gw.api('GET', '/api/sparkplug/schema', { token: admin });
+    expect(schema.body.title).to.equal('Sparkplug');
+
+    const from = host.messages.length;
+    const off = await gw.api('PUT', '/api/sparkplug/press.edge/operation', { token: admin, body: { operation: 'disable' } });
+    expect(off.status).to.equal(200);
+    expect(off.body.targetState).to.equal('disabled');
+    await host.until((m) => m.type === 'NDEATH', 10_000, from);
+    await until(async () => ((await view()).currentState === 'disabled' ? true : undefined), 10_000, 'disabled');
+    expect((await view()).node.state).to.equal('disabled');
+    await gw.api('PUT', '/api/sparkplug/press.edge/operation', { token: admin, body: { operation: 'enable' } });
+    await host.until((m) => m.type === 'DBIRTH', 10_000, from);
+    await host.rebirth(NODE);
+    await until(async () => ((await view()).commands.NCMD.accepted > 0 ? true : undefined), 10_000, 'a rebirth');
+
+    const text = (await gw.api('GET', '/metrics', { token: admin })).body as string;
+    const value = (line: string) => Number(text.split('\n').find((l) => l.startsWith(line + ' '))?.split(' ')[1]);
+    expect(value('gatewayd_sparkplug_edge_node_born{edge_node="press.edge"}')).to.equal(1);
+    expect(value('gatewayd_sparkplug_messages_total{edge_node="press.edge",type="NBIRTH"}')).to.be.greaterThanOrEqual(2);
+    expect(value('gatewayd_sparkplug_messages_total{edge_node="press.edge",type="DBIRTH"}')).to.be.greaterThanOrEqual(2);
+    expect(value('gatewayd_sparkplug_messages_total{edge_node="press.edge",type="DDATA"}')).to.be.a('number');
+    expect(value('gatewayd_sparkplug_commands_total{edge_node="press.edge",type="NCMD",result="accepted"}')).to.be.greaterThanOrEqual(1);
+  });
+
+  it('a Sparkplug resource that does not fit is refused with the path of each problem, and nothing runs', async () => {
+    const bad = `resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
+  t:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 5}, pollIntervalMs: 100}
+  w:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: write, address: {table: holding, address: 6}}
+  edge:
+    type: Sparkplug
+    properties:
+      groupId: ${GROUP}
+      edgeNodeId: gw9
+      runAs: edge-gw1
+      via: elsewhere
+      devices:
+        - deviceId: d
+          metrics:
+            - {name: Temp, endpoint: !ref plc, datatype: Float}
+            - {name: temp, endpoint: !ref t, datatype: Float, writable: true}
+            - {name: w, endpoint: !ref w, datatype: Int16}
+        - deviceId: d
+          metrics: [{name: x, endpoint: !ref t, datatype: Float}]
+  other:
+    type: Sparkplug
+    properties: {groupId: "a/b", edgeNodeId: gw8, runAs: edge-gw1, devices: [{deviceId: d, metrics: [{name: x, endpoint: !ref t, datatype: DataSet}]}]}
+`;
+    const res = await gw.api('PUT', '/api/services/bad', { token: admin, raw: bad, headers: { 'content-type': 'application/yaml' } });
+    expect(res.status).to.equal(400);
+    const problems = Object.fromEntries((res.body.errors as Array<{ path: string; message: string }>).map((e) => [e.path, e.message]));
+    const at = 'resources.edge.properties';
+    expect(problems[`${at}.via`]).to.match(/not local, an upstream broker/);
+    expect(problems[`${at}.devices[0].metrics[0].endpoint`]).to.match(/is not an Endpoint of this service/);
+    expect(problems[`${at}.devices[0].metrics[1].name`]).to.match(/used twice .*ignoring case/);
+    expect(problems[`${at}.devices[0].metrics[1].writeEndpoint`]).to.match(/needs writeEndpoint/);
+    expect(problems[`${at}.devices[0].metrics[2].writable`]).to.match(/is a write endpoint: set writable: true/);
+    expect(problems[`${at}.devices[1].deviceId`]).to.match(/used twice/);
+    expect(problems['resources.other.properties.groupId']).to.match(/pattern/);
+    expect(problems['resources.other.properties.devices[0].metrics[0].datatype']).to.match(/allowed values/);
+    expect((await gw.api('GET', '/api/services/bad', { token: admin })).status).to.equal(404);
+    expect((await gw.api('GET', '/api/sparkplug', { token: admin })).body.map((e: { id: string }) => e.id)).to.not.include('bad.edge');
+  });
+
 });
