@@ -154,7 +154,12 @@ export class SparkplugHost {
     client.on('message', (topic, payload, packet) => {
       const [, , type, edgeNodeId, deviceId] = topic.split('/');
       if (type === undefined || edgeNodeId === undefined) return;
-      const decoded = type === 'STATE' ? { metrics: [] } : decodeSparkplug(payload);
+      let decoded: HostPayload = { metrics: [] };
+      try {
+        if (type !== 'STATE') decoded = decodeSparkplug(payload);
+      } catch {
+        // not a Sparkplug B payload: kept as an empty one
+      }
       this.messages.push({ topic, type, edgeNodeId, ...(deviceId !== undefined ? { deviceId } : {}), payload: decoded, index: this.messages.length, retain: packet.retain, qos: packet.qos });
       for (const w of [...this.waiters]) w();
     });
