@@ -51,6 +51,7 @@ const compact = (b: bigint): number | bigint => (b >= BigInt(Number.MIN_SAFE_INT
 
 function toNumber(reading: unknown, type: DatatypeName): number {
   if (typeof reading === 'number' && Number.isFinite(reading)) return reading;
+  if (typeof reading === 'bigint') return Number(reading);
   if (typeof reading === 'boolean') return reading ? 1 : 0;
   if (typeof reading === 'string' && reading.trim() !== '' && Number.isFinite(Number(reading))) return Number(reading);
   throw new ValueError(`${JSON.stringify(reading)?.slice(0, 64)} is not a ${type}`);
