@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { createLogger } from '../src/log/index.js';
 import { realTimers } from '../src/mapping/drivers/types.js';
 import { createBdSeqStore } from '../src/sparkplug/bdseq-store.js';
+import { EdgeDevices } from '../src/sparkplug/edge-devices.js';
 import { EdgeSession } from '../src/sparkplug/edge-session.js';
 import { commandValue, DATATYPES, putValue, valueOf, type DatatypeName, type MetricValue } from '../src/sparkplug/metric-values.js';
 import type { NodeLink } from '../src/sparkplug/node-link.js';
@@ -166,5 +167,50 @@ describe('Sparkplug edge node session (in-memory link)', () => {
     const nbirths = decoded().filter((m) => m.topic.includes('NBIRTH'));
     expect(nbirths.map((m) => m.payload.metrics[0]!.longValue)).to.deep.equal(['0', '1']);
     await s.stop();
+  });
+});
+
+describe('Sparkplug devices: report by exception', () => {
+  const device = (aggregateMs: number) => {
+    const sent: Array<{ type: string; metrics: MetricMessage[] }> = [];
+    const devices = new EdgeDevices(
+      [{ deviceId: 'd', metrics: [{ name: 'a', datatype: 'Int32', readEndpoint: 'e1' }, { name: 'b', datatype: 'Int32', readEndpoint: 'e2' }] }],
+      { nodeBorn: () => true, send: (type, _id, metrics) => (sent.push({ type, metrics }), true) },
+      realTimers,
+      0,
+      aggregateMs,
+    );
+    const d = devices.devices[0]!;
+    devices.setAlive(d, true);
+    return { devices, d, sent };
+  };
+  const turn = () => new Promise((r) => setImmediate(r));
+
+  it('sends only what changed; aggregateMs gathers the changes of separate I/O turns into one DDATA', async () => {
+    const { devices, d, sent } = device(0);
+    devices.reading(d, d.metrics[0]!, 1, 1);
+    devices.reading(d, d.metrics[1]!, 2, 1);
+    expect(sent.map((s) => s.type)).to.deep.equal(['DBIRTH']);
+    devices.reading(d, d.metrics[0]!, 1, 2); // the same value: nothing to say
+    await turn();
+    expect(sent).to.have.lengthOf(1);
+    devices.reading(d, d.metrics[0]!, 5, 3);
+    await turn();
+    devices.reading(d, d.metrics[1]!, 6, 4);
+    await turn();
+    expect(sent.slice(1).map((s) => s.metrics.map((m) => [m.alias, m.intValue]))).to.deep.equal([[[1, 5]], [[2, 6]]]);
+
+    const gathered = device(30);
+    gathered.devices.reading(gathered.d, gathered.d.metrics[0]!, 1, 1);
+    gathered.devices.reading(gathered.d, gathered.d.metrics[1]!, 2, 1);
+    gathered.devices.reading(gathered.d, gathered.d.metrics[0]!, 7, 2);
+    await turn();
+    gathered.devices.reading(gathered.d, gathered.d.metrics[1]!, 8, 3);
+    await until(() => (gathered.sent.length === 2 ? true : undefined), 2000, 'one DDATA');
+    expect(gathered.sent[1]!.metrics.map((m) => [m.alias, m.intValue, m.timestamp])).to.deep.equal([
+      [1, 7, 2],
+      [2, 8, 3],
+    ]);
+    gathered.devices.stop();
   });
 });

@@ -286,6 +286,7 @@ export const sparkplugSchema: Schema = {
     protocolVersion: { type: 'integer', enum: [4, 5], default: 4, description: 'MQTT 3.1.1 (4) or 5.' },
     keepaliveSeconds: { type: 'integer', minimum: 5, maximum: 3600, default: 30, description: 'How soon the broker notices a dead gateway and sends the NDEATH (1.5 times this).' },
     birthWaitMs: { type: 'integer', minimum: 0, maximum: 600_000, default: 5000, description: 'A device that comes up waits at most this long for fresh readings before its DBIRTH.' },
+    aggregateMs: { type: 'integer', minimum: 0, maximum: 60_000, default: 0, description: 'A DDATA gathers the changes of its device for this long (0: the changes of the same I/O turn). Fewer, larger messages for the host, later by at most this.' },
     commandTimeoutMs: { type: 'integer', minimum: 100, maximum: 600_000, default: 10_000, description: 'How long a DCMD write waits for the endpoint\'s acknowledgement.' },
     devices: {
       type: 'array',

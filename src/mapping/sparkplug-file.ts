@@ -34,6 +34,7 @@ export interface SparkplugDef {
   protocolVersion: 4 | 5;
   keepaliveSeconds: number;
   birthWaitMs: number;
+  aggregateMs: number;
   commandTimeoutMs: number;
   devices: SparkplugDeviceDef[];
   targetState: 'enabled' | 'disabled';
@@ -119,6 +120,7 @@ export function sparkplugDef(p: Record<string, any>, base: { id: string; service
     protocolVersion: p.protocolVersion,
     keepaliveSeconds: p.keepaliveSeconds,
     birthWaitMs: p.birthWaitMs,
+    aggregateMs: p.aggregateMs,
     commandTimeoutMs: p.commandTimeoutMs,
     devices,
     targetState: p.targetState,

@@ -52,12 +52,15 @@ export class EdgeDevices {
   readonly byId = new Map<string, DeviceSlot>();
   private readonly dirty = new Set<DeviceSlot>();
   private flushing = false;
+  private flushTimer: unknown;
 
   constructor(
     defs: SparkplugDeviceDef[],
     private readonly outlet: DeviceOutlet,
     private readonly timers: Timers,
     private readonly birthWaitMs: number,
+    /** How long a DDATA gathers changes (0: those of the same I/O turn). */
+    private readonly aggregateMs: number,
   ) {
     let alias = 0;
     this.devices = defs.map((d) => ({
@@ -141,6 +144,9 @@ export class EdgeDevices {
 
   stop(): void {
     for (const d of this.devices) this.cancelWait(d);
+    if (this.flushTimer !== undefined) this.timers.clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    this.flushing = false;
     this.dirty.clear();
   }
 
@@ -166,15 +172,18 @@ export class EdgeDevices {
     device.waiting = undefined;
   }
 
-  /** Changes are gathered until the current I/O callbacks are done: one DDATA per device for them. */
+  /** Changes are gathered until the current I/O callbacks are done (or aggregateMs): one DDATA per device for them. */
   private markDirty(device: DeviceSlot): void {
     this.dirty.add(device);
     if (this.flushing) return;
     this.flushing = true;
-    setImmediate(() => {
+    const flush = () => {
       this.flushing = false;
+      this.flushTimer = undefined;
       this.flush();
-    });
+    };
+    if (this.aggregateMs > 0) this.flushTimer = this.timers.setTimeout(flush, this.aggregateMs);
+    else setImmediate(flush);
   }
 
   private flush(): void {

@@ -57,7 +57,7 @@ export class SparkplugResource extends EnableableResource {
       onDeviceCommand: (deviceId, payload) => this.commands.handle(deviceId, payload),
       changed: () => ctx.changed(),
     });
-    this.devices = new EdgeDevices(def.devices, { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) }, ctx.timers, def.birthWaitMs);
+    this.devices = new EdgeDevices(def.devices, { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) }, ctx.timers, def.birthWaitMs, def.aggregateMs);
     this.commands = new DeviceCommands({
       devices: this.devices,
       dataPlane: ctx.dataPlane,
