@@ -7,18 +7,13 @@
 // costs (births, report by exception, encoding, publishing to the host) per metric change.
 //
 // Run: npm run bench -- sparkplug
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { startModbusServer, type ModbusTestServer } from '../test/mapping-support.js';
 import { SparkplugHost } from '../test/support/sparkplug-host.js';
-import { shippedNodeFlags } from './bench-footprint.js';
+import { ADMIN_PASSWORD, shippedNodeFlags, startDaemonAt } from './bench-footprint.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const ADMIN_PASSWORD = 'Bench-Passw0rd!';
 const DEVICES = 5;
 const METRICS = 10;
 const POLL_MS = 20;
@@ -54,30 +49,6 @@ async function api(port: number, method: string, path: string, body: string, con
   if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
 }
 
-async function startDaemon(dataDir: string): Promise<{ child: ChildProcess; http: number; mqtt: number }> {
-  const child = spawn(process.execPath, [...shippedNodeFlags(), join(root, 'dist/src/main.js')], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      GATEWAYD_DATA_DIR: dataDir,
-      GATEWAYD_HOST: '127.0.0.1',
-      GATEWAYD_HTTP_PORT: '0',
-      GATEWAYD_MQTT_PORT: '0',
-      GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      GATEWAYD_LOG_LEVEL: 'warn',
-      GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const ready = await new Promise<Record<string, number>>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (l) => {
-      if (l.includes('"ready"')) resolve(JSON.parse(l) as Record<string, number>);
-    });
-    child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
-  });
-  return { child, http: ready.http!, mqtt: ready.mqtt! };
-}
-
 interface Run {
   cpuMs: number;
   ddataPerSecond: number;
@@ -87,7 +58,8 @@ interface Run {
 async function run(modbus: ModbusTestServer, sparkplug: boolean, aggregateMs = 0): Promise<Run> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-sparkplug-'));
   mkdirSync(join(dataDir, 'services'));
-  const daemon = await startDaemon(dataDir);
+  const started = await startDaemonAt(dataDir, shippedNodeFlags());
+  const daemon = { child: started.child, http: started.ready.http as number, mqtt: started.ready.mqtt as number };
   let host: SparkplugHost | undefined;
   // Every register changes before every poll.
   const changer = setInterval(() => {

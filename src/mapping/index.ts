@@ -10,19 +10,18 @@ import type { Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleLimits } from './rules.js';
 import { ConflictError, NotFoundError } from '../errors/errors.js';
 import type { MappingOperationRecord, Store } from '../store/index.js';
-import { createMappingRuntime, type MappingRuntime, type MappingStats } from './runtime.js';
+import { createMappingRuntime, type MappingRuntime, type MappingStats, type SparkplugNodes } from './runtime.js';
 import { createServiceCatalog, type ServiceCatalog } from './service-catalog.js';
 import type { ServiceDef } from './service-files.js';
 import { createOperationStore } from './operation-store.js';
 import { createOpcuaSupport } from './opcua-support.js';
 import type { OpcuaAccess } from './opcua-server.js';
 import type { OpcuaRuntimeSupport } from './opcua-resources.js';
-import type { SparkplugSupport } from '../sparkplug/index.js';
 
 export type { OpcuaAccess, OpcuaUser } from './opcua-server.js';
 
 export { RuleError, compileRule, type RuleLimits } from './rules.js';
-export type { ConnectionStats, MappingRuntime, MappingStats, ResourceChanges, SparkplugStats, SparkplugView } from './runtime.js';
+export type { ConnectionStats, MappingRuntime, MappingStats, ResourceChanges, SparkplugNode, SparkplugNodes, SparkplugStats, SparkplugView } from './runtime.js';
 export type { ServiceCatalog, ServiceSummary, ServiceValidation } from './service-catalog.js';
 export { serviceJsonToText, serviceTextToJson, ServiceFileError } from './service-files.js';
 export { connectionSchema, endpointSchema, mappingSchema, serverSchema, sparkplugSchema } from './schemas.js';
@@ -81,8 +80,8 @@ export function createMappingService(deps: {
   host?: string;
   /** gatewayd's users and permissions for sessions of the OPC UA server (absent: anonymous only). */
   opcuaAccess?: OpcuaAccess;
-  /** What Sparkplug edge nodes share (src/sparkplug). */
-  sparkplug?: SparkplugSupport;
+  /** Builds Sparkplug edge nodes (src/sparkplug). */
+  sparkplug?: SparkplugNodes;
 }): MappingService {
   const { config, broker } = deps;
   const log = deps.log.child({ part: 'mapping' });

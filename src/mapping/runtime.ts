@@ -11,14 +11,14 @@ import { ConnectionResource } from './connection-resource.js';
 import { createProtocolDrivers } from './drivers/index.js';
 import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
 import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
+import { EnableableResource } from './enableable-resource.js';
 import { MappingResource } from './mapping-resource.js';
 import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
 import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
-import { createRuntimeContext, OPCUA_UNAVAILABLE } from './runtime-context.js';
-import type { ConnectionDef, ServiceDef } from './service-files.js';
-import { SparkplugResource, type SparkplugSupport } from '../sparkplug/index.js';
+import { createRuntimeContext, OPCUA_UNAVAILABLE, type RuntimeContext } from './runtime-context.js';
+import type { ConnectionDef, ServiceDef, SparkplugDef } from './service-files.js';
 
 export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 export type { ResourceChanges } from './definition-diff.js';
@@ -44,8 +44,20 @@ export interface MappingRuntimeDeps {
   opcua?: OpcuaRuntimeSupport;
   /** Operations' target states that outlive a restart; absent: every target comes from the files. */
   targets?: StoredTargets;
-  /** What Sparkplug edge nodes share (src/sparkplug); absent: they cannot connect and say so. */
-  sparkplug?: SparkplugSupport;
+  /** Builds Sparkplug edge nodes (src/sparkplug); absent: Sparkplug resources are not run (logged). */
+  sparkplug?: SparkplugNodes;
+}
+
+/** A Sparkplug edge node as the runtime drives it (src/sparkplug/sparkplug-resource.ts). */
+export interface SparkplugNode extends EnableableResource {
+  readonly def: SparkplugDef;
+  view(): SparkplugView;
+  stats(): SparkplugStats;
+}
+
+/** Makes edge nodes; `endpointOf` gives the running endpoints its metrics name. */
+export interface SparkplugNodes {
+  create(ctx: RuntimeContext, def: SparkplugDef, endpointOf: (id: string) => EndpointResource): SparkplugNode;
 }
 
 /** Per connection: its state and what went through it since it was (re)built. */
@@ -118,17 +130,7 @@ export interface MappingRuntime {
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | SparkplugResource;
-
-/** Without the identity parts (a runtime built alone), edge nodes cannot open a session: they say so. */
-const noSparkplug: SparkplugSupport = {
-  codec: { encode: () => Buffer.alloc(0), decode: () => ({ metrics: [] }) },
-  bdSeq: { next: async () => 0 },
-  connectorFor: () => ({
-    connect: () => Promise.reject(new Error('Sparkplug is not available in this runtime')),
-    mayPublish: () => false,
-  }),
-};
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | SparkplugNode;
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
@@ -142,7 +144,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const mappings = new Map<string, MappingResource>();
   const servers = new Map<string, ServerResource>();
   const nodeSets = new Map<string, NodeSetResource>();
-  const sparkplugNodes = new Map<string, SparkplugResource>();
+  const sparkplugNodes = new Map<string, SparkplugNode>();
   /** The definitions running now, keyed (hash, run key). */
   let running = new Map<string, KeyedResource>();
   let serviceCount = 0;
@@ -168,7 +170,11 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const k of keyed) if (k.def.kind === 'endpoint') add(endpoints, new EndpointResource(ctx, k.def, connections.get(k.def.connectionId)!), k);
     for (const k of keyed) if (k.def.kind === 'nodes') add(nodeSets, new NodeSetResource(ctx, k.def, servers.get(k.def.serverId)!, opcua !== undefined), k);
     for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
-    for (const k of keyed) if (k.def.kind === 'sparkplug') add(sparkplugNodes, new SparkplugResource(ctx, k.def, (id) => endpoints.get(id)!, deps.sparkplug ?? noSparkplug), k);
+    for (const k of keyed) {
+      if (k.def.kind !== 'sparkplug') continue;
+      if (deps.sparkplug) add(sparkplugNodes, deps.sparkplug.create(ctx, k.def, (id) => endpoints.get(id)!), k);
+      else log.warn('Sparkplug resource not run: this runtime has no Sparkplug support', { id: k.def.id });
+    }
     return built;
   }
   const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
@@ -182,7 +188,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   build([...running.values()], storedTarget);
 
   /** Order of stopping: what uses others first (mappings, node sets, edge nodes, endpoints), then what they use. */
-  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource || r instanceof SparkplugResource ? 0 : r instanceof EndpointResource ? 1 : 2);
+  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource || (r instanceof EnableableResource && r.kind === 'sparkplug') ? 0 : r instanceof EndpointResource ? 1 : 2);
 
   async function applyNow(services: ServiceDef[]): Promise<ResourceChanges> {
     const next = keyResources(services, keyCache);
@@ -255,7 +261,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       connections: sorted(
         [...connections.values()].map((c) => ({ id: c.def.id, serviceId: c.def.serviceId, protocol: c.def.protocol, state: c.current, ...c.counters })),
       ),
-      sparkplug: sorted([...sparkplugNodes.values()].map((s) => ({ id: s.def.id, state: s.session.state, messages: { ...s.session.published }, commands: { NCMD: { ...s.session.commands.NCMD }, DCMD: { ...s.session.commands.DCMD } } }))),
+      sparkplug: sorted([...sparkplugNodes.values()].map((s) => s.stats())),
     }),
     listConnections: () => sorted([...connections.values()].map((c) => c.view())),
     getConnection: (id) => find(connections, id, 'Connection').view(),

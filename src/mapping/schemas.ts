@@ -2,8 +2,7 @@
 // resource's `properties` and are what GET /api/{connections,endpoints,mappings,servers}/schema
 // answer; Sparkplug edge nodes (DESIGN §14) have theirs here too.
 
-import { DATATYPE_NAMES } from '../sparkplug/metric-values.js';
-import { SPARKPLUG_ID_PATTERN } from '../sparkplug/sparkplug-topics.js';
+import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;
 
@@ -245,7 +244,7 @@ export const sparkplugMetricSchema: Schema = {
     name: { type: 'string', minLength: 1, maxLength: 256, description: 'The metric name the host sees (unique in its device, ignoring case).' },
     endpoint: { type: 'string', minLength: 1, description: 'A read endpoint (!ref): its readings, after its transform, are the value. Or a write endpoint: the value is what was last written.' },
     writeEndpoint: { type: 'string', minLength: 1, description: 'writable metrics fed by a read endpoint: the write endpoint (!ref) a DCMD writes through.' },
-    datatype: { type: 'string', enum: DATATYPE_NAMES, description: 'Sparkplug B datatype of the metric.' },
+    datatype: { type: 'string', enum: SPARKPLUG_DATATYPES, description: 'Sparkplug B datatype of the metric.' },
     writable: { type: 'boolean', default: false, description: 'A DCMD on this metric writes through the write endpoint (endpoint or writeEndpoint).' },
   },
 };

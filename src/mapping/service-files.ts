@@ -13,7 +13,7 @@ import { compileRule, RuleError } from './rules.js';
 import { parseNamedFilter } from './topics.js';
 import { sparkplugDef, type SparkplugDef } from './sparkplug-file.js';
 
-export type { SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugVia } from './sparkplug-file.js';
+export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugVia } from './sparkplug-file.js';
 import {
   httpAddressSchema,
   httpConfigurationSchema,

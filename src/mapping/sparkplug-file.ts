@@ -2,7 +2,11 @@
 // checked. Its JSON Schema is in schemas.ts; here, what a schema cannot say: the endpoints it
 // names are endpoints of the service with the right operation, device ids and metric names are
 // unique, and `via` is local, an upstream broker, or a Bridge of the service.
-import type { DatatypeName } from '../sparkplug/metric-values.js';
+/** The Sparkplug B datatypes a metric may have (the basic types; src/sparkplug/metric-values.ts encodes them). */
+export const SPARKPLUG_DATATYPES = ['Int8', 'Int16', 'Int32', 'Int64', 'UInt8', 'UInt16', 'UInt32', 'UInt64', 'Float', 'Double', 'Boolean', 'String', 'DateTime', 'Text', 'UUID'] as const;
+export type DatatypeName = (typeof SPARKPLUG_DATATYPES)[number];
+/** Group, edge node, device and host ids: UTF-8 without the reserved + / # (and not empty). */
+export const SPARKPLUG_ID_PATTERN = '^[^+/#]+$';
 
 /** A metric of a Sparkplug device: its value comes from readEndpoint, DCMDs go to writeEndpoint (writable metrics). */
 export interface SparkplugMetricDef {

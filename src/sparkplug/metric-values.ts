@@ -3,9 +3,13 @@
 // metric's type, and how a value sits in a Metric message and comes out of a command's.
 // Encoding follows Sparkplug 3.0: Int8/16/32 as uint32 (two's complement), UInt8/16/32 as uint32,
 // Int64/UInt64/DateTime as uint64, Float, Double, Boolean, String/Text/UUID in their own fields.
+import type { DatatypeName } from '../mapping/service-files.js';
 import type { MetricMessage } from './payload-codec.js';
 
-export const DATATYPES = {
+export type { DatatypeName } from '../mapping/service-files.js';
+
+/** Each datatype's number on the wire (Sparkplug 3.0 DataType enum). */
+export const DATATYPES: Record<DatatypeName, number> = {
   Int8: 1,
   Int16: 2,
   Int32: 3,
@@ -21,9 +25,7 @@ export const DATATYPES = {
   DateTime: 13,
   Text: 14,
   UUID: 15,
-} as const;
-export type DatatypeName = keyof typeof DATATYPES;
-export const DATATYPE_NAMES = Object.keys(DATATYPES) as DatatypeName[];
+};
 
 /** A metric's value in memory: 64-bit integers beyond 2^53 as bigint; null when unknown. */
 export type MetricValue = number | bigint | boolean | string | null;

@@ -6,25 +6,9 @@ import { createRequire } from 'node:module';
 import type * as Protobuf from 'protobufjs';
 import { SPARKPLUG_B_PROTO } from './sparkplug-b-proto.js';
 
-/** A PropertyValue: Sparkplug's typed value of a property (only the scalar members are used). */
-export interface PropertyValueMessage {
-  type: number;
+/** The value members that metrics and property values share (one of them is set, or isNull). */
+interface ValueMembers {
   isNull?: boolean;
-  intValue?: number;
-  longValue?: unknown;
-  floatValue?: number;
-  doubleValue?: number;
-  booleanValue?: boolean;
-  stringValue?: string;
-}
-
-export interface MetricMessage {
-  name?: string;
-  alias?: number;
-  timestamp?: number;
-  datatype?: number;
-  isNull?: boolean;
-  properties?: { keys: string[]; values: PropertyValueMessage[] };
   intValue?: number;
   /** number, a protobufjs Long, or (decoded with longs: String) a decimal string. */
   longValue?: unknown;
@@ -32,6 +16,19 @@ export interface MetricMessage {
   doubleValue?: number;
   booleanValue?: boolean;
   stringValue?: string;
+}
+
+/** A PropertyValue: Sparkplug's typed value of a property (only the scalar members are used). */
+export interface PropertyValueMessage extends ValueMembers {
+  type: number;
+}
+
+export interface MetricMessage extends ValueMembers {
+  name?: string;
+  alias?: number;
+  timestamp?: number;
+  datatype?: number;
+  properties?: { keys: string[]; values: PropertyValueMessage[] };
   bytesValue?: Uint8Array;
 }
 

@@ -5,6 +5,7 @@
 import type { EndpointObserver, EndpointResource } from '../mapping/endpoint-resource.js';
 import { EnableableResource } from '../mapping/enableable-resource.js';
 import type { SparkplugView } from '../mapping/resource-views.js';
+import type { SparkplugNode, SparkplugStats } from '../mapping/runtime.js';
 import { RETIRE_TIMEOUT_MS, type RuntimeContext } from '../mapping/runtime-context.js';
 import type { SparkplugDef } from '../mapping/service-files.js';
 import type { BdSeqStore } from './bdseq-store.js';
@@ -24,7 +25,7 @@ export interface SparkplugSupport {
   connectorFor(def: SparkplugDef, topics: EdgeNodeTopics): NodeConnector;
 }
 
-export class SparkplugResource extends EnableableResource {
+export class SparkplugResource extends EnableableResource implements SparkplugNode {
   readonly session: EdgeSession;
   readonly devices: EdgeDevices;
   private readonly commands: DeviceCommands;
@@ -136,6 +137,11 @@ export class SparkplugResource extends EnableableResource {
     this.devices.setAlive(device, up);
   }
 
+  stats(): SparkplugStats {
+    const { session } = this;
+    return { id: this.def.id, state: session.state, messages: { ...session.published }, commands: { NCMD: { ...session.commands.NCMD }, DCMD: { ...session.commands.DCMD } } };
+  }
+
   view(): SparkplugView {
     const { def, session } = this;
     const via: SparkplugView['via'] =
@@ -159,6 +165,7 @@ export class SparkplugResource extends EnableableResource {
         ...(m.error !== undefined ? { error: m.error } : {}),
       })),
     }));
+    const { messages, commands } = this.stats();
     const v: SparkplugView = {
       id: def.id,
       currentState: this.current,
@@ -169,8 +176,8 @@ export class SparkplugResource extends EnableableResource {
       runAs: def.runAs,
       node,
       devices,
-      messages: { ...session.published },
-      commands: { NCMD: { ...session.commands.NCMD }, DCMD: { ...session.commands.DCMD } },
+      messages,
+      commands,
       agentName: this.ctx.agentName,
     };
     if (def.primaryHostId !== undefined) v.primaryHostId = def.primaryHostId;

@@ -7,9 +7,6 @@ export type NodeMessageType = 'NBIRTH' | 'NDEATH' | 'NDATA' | 'NCMD';
 export type DeviceMessageType = 'DBIRTH' | 'DDEATH' | 'DDATA' | 'DCMD';
 export type MessageType = NodeMessageType | DeviceMessageType;
 
-/** Group, edge node, device and host ids: UTF-8 without the reserved + / # (and not empty). */
-export const SPARKPLUG_ID_PATTERN = '^[^+/#]+$';
-
 export interface EdgeNodeTopics {
   node(type: NodeMessageType): string;
   device(type: DeviceMessageType, deviceId: string): string;

@@ -1,11 +1,11 @@
 // A real Mosquitto 2 (Debian's /usr/sbin/mosquitto) on a free loopback port with its own
 // configuration directory: the broker on the far side of a gateway (a Sparkplug host's).
 import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { deadPort } from '../mapping-support.js';
 
 export interface MosquittoBroker {
   port: number;
@@ -17,20 +17,10 @@ export interface MosquittoBroker {
 
 const MOSQUITTO = '/usr/sbin/mosquitto';
 
-/** A port free right now (bound to 0 and released): Mosquitto needs a number in its configuration. */
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
-
 /** Anonymous clients allowed, no persistence: `extra` lines are appended to the configuration. */
 export async function startMosquitto(extra: string[] = []): Promise<MosquittoBroker> {
   const dir = mkdtempSync(join(tmpdir(), 'gatewayd-mosquitto-'));
-  const port = await freePort();
+  const port = await deadPort(); // a number for its configuration
   writeFileSync(join(dir, 'mosquitto.conf'), [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'log_dest stderr', 'log_type all', ...extra, ''].join('\n'));
   const child = spawn(MOSQUITTO, ['-c', join(dir, 'mosquitto.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
