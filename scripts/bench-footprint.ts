@@ -47,8 +47,8 @@ export interface DaemonStart {
   rssMiB: number;
 }
 
-/** The daemon on `dataDir` with these Node flags (free ports, services in <dataDir>/services), resolved at its ready line. */
-export async function startDaemonAt(dataDir: string, nodeFlags: string[]): Promise<{ child: ChildProcess; ready: Record<string, unknown> }> {
+/** The daemon on `dataDir` with these Node flags (free ports, services in <dataDir>/services, `env` on top), resolved at its ready line. */
+export async function startDaemonAt(dataDir: string, nodeFlags: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; ready: Record<string, unknown> }> {
   const child = spawn(process.execPath, [...nodeFlags, mainScript], {
     env: {
       PATH: process.env.PATH ?? '',
@@ -60,6 +60,7 @@ export async function startDaemonAt(dataDir: string, nodeFlags: string[]): Promi
       GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
       GATEWAYD_LOG_LEVEL: 'warn',
       GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

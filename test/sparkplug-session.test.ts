@@ -171,14 +171,13 @@ describe('Sparkplug edge node session (in-memory link)', () => {
 });
 
 describe('Sparkplug devices: report by exception', () => {
-  const device = (aggregateMs: number) => {
+  const device = (aggregateMs: number, maxMessagesPerSecond = 1000) => {
     const sent: Array<{ type: string; metrics: MetricMessage[] }> = [];
     const devices = new EdgeDevices(
       [{ deviceId: 'd', metrics: [{ name: 'a', datatype: 'Int32', readEndpoint: 'e1' }, { name: 'b', datatype: 'Int32', readEndpoint: 'e2' }] }],
       { nodeBorn: () => true, send: (type, _id, metrics) => (sent.push({ type, metrics }), true) },
       realTimers,
-      0,
-      aggregateMs,
+      { birthWaitMs: 0, aggregateMs, maxMessagesPerSecond },
     );
     const d = devices.devices[0]!;
     devices.setAlive(d, true);
@@ -212,5 +211,20 @@ describe('Sparkplug devices: report by exception', () => {
       [2, 8, 3],
     ]);
     gathered.devices.stop();
+  });
+
+  it('maxMessagesPerSecond: beyond it, changes wait and are gathered; the latest value goes out', async () => {
+    const { devices, d, sent } = device(0, 2);
+    devices.reading(d, d.metrics[0]!, 0, 1);
+    devices.reading(d, d.metrics[1]!, 0, 1);
+    for (let v = 1; v <= 10; v++) {
+      devices.reading(d, d.metrics[0]!, v, v);
+      await turn();
+    }
+    const ddata = () => sent.filter((s) => s.type === 'DDATA');
+    expect(ddata()).to.have.lengthOf(2); // the burst: one second's worth
+    await until(() => (ddata().length === 3 ? true : undefined), 2000, 'the gathered DDATA');
+    expect(ddata()[2]!.metrics.map((m) => m.intValue)).to.deep.equal([10]);
+    devices.stop();
   });
 });

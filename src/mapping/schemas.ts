@@ -286,6 +286,13 @@ export const sparkplugSchema: Schema = {
     keepaliveSeconds: { type: 'integer', minimum: 5, maximum: 3600, default: 30, description: 'How soon the broker notices a dead gateway and sends the NDEATH (1.5 times this).' },
     birthWaitMs: { type: 'integer', minimum: 0, maximum: 600_000, default: 5000, description: 'A device that comes up waits at most this long for fresh readings before its DBIRTH.' },
     aggregateMs: { type: 'integer', minimum: 0, maximum: 60_000, default: 0, description: 'A DDATA gathers the changes of its device for this long (0: the changes of the same I/O turn). Fewer, larger messages for the host, later by at most this.' },
+    maxMessagesPerSecond: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 1_000_000,
+      default: 500,
+      description: "At most this many DDATA per second (a burst of one second's worth); beyond it changes wait and are gathered, the latest value of each metric kept. Keep it under the broker's limit per client (the embedded broker's mqtt.maxPublishesPerSecond).",
+    },
     commandTimeoutMs: { type: 'integer', minimum: 100, maximum: 600_000, default: 10_000, description: 'How long a DCMD write waits for the endpoint\'s acknowledgement.' },
     devices: {
       type: 'array',

@@ -39,6 +39,7 @@ export interface SparkplugDef {
   keepaliveSeconds: number;
   birthWaitMs: number;
   aggregateMs: number;
+  maxMessagesPerSecond: number;
   commandTimeoutMs: number;
   devices: SparkplugDeviceDef[];
   targetState: 'enabled' | 'disabled';
@@ -125,6 +126,7 @@ export function sparkplugDef(p: Record<string, any>, base: { id: string; service
     keepaliveSeconds: p.keepaliveSeconds,
     birthWaitMs: p.birthWaitMs,
     aggregateMs: p.aggregateMs,
+    maxMessagesPerSecond: p.maxMessagesPerSecond,
     commandTimeoutMs: p.commandTimeoutMs,
     devices,
     targetState: p.targetState,

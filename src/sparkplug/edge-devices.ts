@@ -6,6 +6,7 @@ import { DATATYPES, putValue, QUALITY, valueOf, ValueError, type DatatypeName, t
 import type { MetricMessage } from './payload-codec.js';
 import type { SparkplugDeviceDef, SparkplugMetricDef } from '../mapping/service-files.js';
 import type { Timers } from '../mapping/drivers/types.js';
+import { TokenBucket } from '../mqtt/limits.js';
 
 export interface MetricSlot {
   readonly def: SparkplugMetricDef;
@@ -53,14 +54,20 @@ export class EdgeDevices {
   private readonly dirty = new Set<DeviceSlot>();
   private flushing = false;
   private flushTimer: unknown;
+  private readonly rate: TokenBucket;
 
   constructor(
     defs: SparkplugDeviceDef[],
     private readonly outlet: DeviceOutlet,
     private readonly timers: Timers,
-    private readonly birthWaitMs: number,
-    /** How long a DDATA gathers changes (0: those of the same I/O turn). */
-    private readonly aggregateMs: number,
+    private readonly options: {
+      /** How long a device that comes up waits for fresh readings before its DBIRTH. */
+      birthWaitMs: number;
+      /** How long a DDATA gathers changes (0: those of the same I/O turn). */
+      aggregateMs: number;
+      /** DDATA per second at most; beyond, changes wait and are gathered. */
+      maxMessagesPerSecond: number;
+    },
   ) {
     let alias = 0;
     this.devices = defs.map((d) => ({
@@ -71,6 +78,7 @@ export class EdgeDevices {
       waiting: undefined,
     }));
     for (const d of this.devices) this.byId.set(d.deviceId, d);
+    this.rate = new TokenBucket(options.maxMessagesPerSecond);
   }
 
   /** A reading of a metric's endpoint (after its filter and transform). */
@@ -124,7 +132,7 @@ export class EdgeDevices {
     device.waiting = this.timers.setTimeout(() => {
       device.waiting = undefined;
       this.tryBirth(device, true);
-    }, this.birthWaitMs);
+    }, this.options.birthWaitMs);
     this.tryBirth(device, false);
   }
 
@@ -175,6 +183,10 @@ export class EdgeDevices {
   /** Changes are gathered until the current I/O callbacks are done (or aggregateMs): one DDATA per device for them. */
   private markDirty(device: DeviceSlot): void {
     this.dirty.add(device);
+    this.scheduleFlush(this.options.aggregateMs);
+  }
+
+  private scheduleFlush(delayMs: number): void {
     if (this.flushing) return;
     this.flushing = true;
     const flush = () => {
@@ -182,17 +194,20 @@ export class EdgeDevices {
       this.flushTimer = undefined;
       this.flush();
     };
-    if (this.aggregateMs > 0) this.flushTimer = this.timers.setTimeout(flush, this.aggregateMs);
+    if (delayMs > 0) this.flushTimer = this.timers.setTimeout(flush, delayMs);
     else setImmediate(flush);
   }
 
   private flush(): void {
     for (const device of [...this.dirty]) {
+      const changed = device.born ? device.metrics.filter((m) => m.reported && (!Object.is(m.reported.value, m.value) || m.reported.bad !== m.bad)) : [];
+      if (changed.length && !this.rate.take()) {
+        // Over maxMessagesPerSecond: the device stays dirty; later changes join this DDATA.
+        this.scheduleFlush(Math.max(this.options.aggregateMs, this.rate.msUntilToken()));
+        return;
+      }
       this.dirty.delete(device);
-      if (!device.born) continue;
-      const changed = device.metrics.filter((m) => m.reported && (!Object.is(m.reported.value, m.value) || m.reported.bad !== m.bad));
-      if (!changed.length) continue;
-      if (!this.outlet.send('DDATA', device.deviceId, changed.map((m) => this.metricMessage(m, false)))) continue;
+      if (!changed.length || !this.outlet.send('DDATA', device.deviceId, changed.map((m) => this.metricMessage(m, false)))) continue;
       for (const m of changed) m.reported = { value: m.value, bad: m.bad };
     }
   }

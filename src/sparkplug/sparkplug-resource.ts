@@ -58,7 +58,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       onDeviceCommand: (deviceId, payload) => this.commands.handle(deviceId, payload),
       changed: () => ctx.changed(),
     });
-    this.devices = new EdgeDevices(def.devices, { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) }, ctx.timers, def.birthWaitMs, def.aggregateMs);
+    this.devices = new EdgeDevices(def.devices, { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) }, ctx.timers, { birthWaitMs: def.birthWaitMs, aggregateMs: def.aggregateMs, maxMessagesPerSecond: def.maxMessagesPerSecond });
     this.commands = new DeviceCommands({
       devices: this.devices,
       dataPlane: ctx.dataPlane,
