@@ -4,6 +4,8 @@
 // wraps from 255 to 0, a rebirth keeps bdSeq, the primary host's STATE timestamps decide, and
 // an intentional end publishes the NDEATH before a clean DISCONNECT.
 import { expect } from 'chai';
+import { once } from 'node:events';
+import net from 'node:net';
 import { Writable } from 'node:stream';
 import { createLogger } from '../src/log/index.js';
 import { realTimers } from '../src/mapping/drivers/types.js';
@@ -11,7 +13,7 @@ import { createBdSeqStore } from '../src/sparkplug/bdseq-store.js';
 import { EdgeDevices } from '../src/sparkplug/edge-devices.js';
 import { EdgeSession } from '../src/sparkplug/edge-session.js';
 import { commandValue, DATATYPES, putValue, valueOf, type DatatypeName, type MetricValue } from '../src/sparkplug/metric-values.js';
-import type { NodeLink } from '../src/sparkplug/node-link.js';
+import { openLink, type NodeLink } from '../src/sparkplug/node-link.js';
 import { createPayloadCodec, type MetricMessage } from '../src/sparkplug/payload-codec.js';
 import { edgeNodeTopics } from '../src/sparkplug/sparkplug-topics.js';
 import { decodeSparkplug, encodeSparkplug, valueOfMetric } from './support/sparkplug-host.js';
@@ -87,7 +89,7 @@ function memoryLink() {
   return { link, published, ends, deliver: (topic: string, payload: Buffer | string) => handler(topic, Buffer.from(payload)) };
 }
 
-function session(primaryHostId?: string) {
+function session(primaryHostId?: string, connect?: ConstructorParameters<typeof EdgeSession>[0]['connect']) {
   const topics = edgeNodeTopics('g', 'n', primaryHostId);
   const links: ReturnType<typeof memoryLink>[] = [];
   const births: boolean[] = [];
@@ -99,11 +101,13 @@ function session(primaryHostId?: string) {
     timers: realTimers,
     codec,
     bdSeq: createBdSeqStore(undefined),
-    connect: async () => {
-      const l = memoryLink();
-      links.push(l);
-      return l.link;
-    },
+    connect:
+      connect ??
+      (async () => {
+        const l = memoryLink();
+        links.push(l);
+        return l.link;
+      }),
     mayPublish: () => true,
     onBorn: (rebirth) => births.push(rebirth),
     onEnded: () => {},
@@ -167,6 +171,29 @@ describe('Sparkplug edge node session (in-memory link)', () => {
     const nbirths = decoded().filter((m) => m.topic.includes('NBIRTH'));
     expect(nbirths.map((m) => m.payload.metrics[0]!.longValue)).to.deep.equal(['0', '1']);
     await s.stop();
+  });
+
+  it('a stop while connecting abandons the connect (a broker that accepts TCP and never answers CONNECT)', async () => {
+    const silent = net.createServer(() => {});
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const port = (silent.address() as net.AddressInfo).port;
+    const will = { topic: 'spBv1.0/g/NDEATH/n', payload: Buffer.alloc(0) };
+    let attempts = 0;
+    const { s } = session(undefined, (w, _attempt, signal) => {
+      attempts++;
+      return openLink({ url: `mqtt://127.0.0.1:${port}`, clientId: 'n', protocolVersion: 4, keepaliveSeconds: 30, connectTimeoutMs: 60_000, will: w ?? will }, signal);
+    });
+    try {
+      s.start();
+      await until(() => (attempts === 1 ? true : undefined), 5000, 'connecting');
+      const t = Date.now();
+      await s.stop();
+      expect(Date.now() - t).to.be.lessThan(5000);
+      expect(s.state).to.equal('disabled');
+    } finally {
+      silent.close();
+    }
   });
 });
 

@@ -28,8 +28,8 @@ export interface EdgeSessionDeps {
   timers: Timers;
   codec: PayloadCodec;
   bdSeq: BdSeqStore;
-  /** Opens the MQTT session with this will; `attempt` picks the server of an upstream list. Rejects with the reason. */
-  connect(will: { topic: string; payload: Buffer }, attempt: number): Promise<NodeLink>;
+  /** Opens the MQTT session with this will; `attempt` picks the server of an upstream list; `signal` abandons it. Rejects with the reason. */
+  connect(will: { topic: string; payload: Buffer }, attempt: number, signal: AbortSignal): Promise<NodeLink>;
   /** May runAs publish on this topic (its MQTT write permission)? */
   mayPublish(topic: string): boolean;
   /** The NBIRTH is out (again, for a rebirth): the devices follow. */
@@ -57,6 +57,8 @@ export class EdgeSession {
   private running: Promise<void> = Promise.resolve();
   private retryTimer: unknown;
   private wakeUp: (() => void) | undefined;
+  /** Abandons the connect in progress when the node stops. */
+  private connecting: AbortController | undefined;
   /** The primary host's last online STATE timestamp (kept across sessions), and whether it is online now. */
   private hostTimestamp: number | undefined;
   private hostOnline = false;
@@ -82,6 +84,7 @@ export class EdgeSession {
   async stop(): Promise<void> {
     this.active = false;
     this.wakeUp?.();
+    this.connecting?.abort();
     const link = this.link;
     if (link) await this.leave(link);
     await this.running;
@@ -101,7 +104,9 @@ export class EdgeSession {
       try {
         const bdSeq = await this.deps.bdSeq.next(this.deps.groupId, this.deps.edgeNodeId);
         const will = { topic: topics.node('NDEATH'), payload: this.deathPayload(bdSeq) };
-        const link = await this.deps.connect(will, attempt);
+        this.connecting = new AbortController();
+        const link = await this.deps.connect(will, attempt, this.connecting.signal);
+        this.connecting = undefined;
         if (!this.active) {
           await link.end(true); // nothing was born in it
           break;
@@ -119,6 +124,7 @@ export class EdgeSession {
         else if (this.state !== 'born') this.birth(false);
         reason = await link.closed;
       } catch (err) {
+        this.connecting = undefined;
         reason = errorText(err);
         await this.link?.end(true); // nothing was born in it: no will
       }

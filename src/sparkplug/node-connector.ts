@@ -39,7 +39,7 @@ export interface ConnectorDeps {
 }
 
 export interface NodeConnector {
-  connect(will: { topic: string; payload: Buffer }, attempt: number): Promise<NodeLink>;
+  connect(will: { topic: string; payload: Buffer }, attempt: number, signal?: AbortSignal): Promise<NodeLink>;
   /** May runAs (as resolved at the last connect) publish on this topic (a Sparkplug topic, an endpoint's <topic>/set)? */
   mayPublish(topic: string): boolean;
 }
@@ -74,7 +74,7 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
     will,
   });
 
-  const viaLocal = async (user: UserRecord, will: LinkOptions['will']): Promise<NodeLink> => {
+  const viaLocal = async (user: UserRecord, will: LinkOptions['will'], signal?: AbortSignal): Promise<NodeLink> => {
     const broker = deps.localBroker();
     if (!broker) throw new Error('the embedded broker is off (mqtt.enabled is false): use an upstream broker');
     const { token, fingerprint } = await identity.issueToken(user.id, `sparkplug ${def.id}`, TOKEN_LIFETIME_HOURS);
@@ -82,7 +82,7 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
     let link: NodeLink;
     try {
       const host = broker.host.includes(':') ? `[${broker.host}]` : broker.host;
-      link = await openLink({ ...common(will), url: `mqtt://${host}:${broker.port}`, username: user.username, password: token });
+      link = await openLink({ ...common(will), url: `mqtt://${host}:${broker.port}`, username: user.username, password: token }, signal);
     } catch (err) {
       await revoke();
       throw err;
@@ -91,7 +91,7 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
     return link;
   };
 
-  const viaRemote = async (via: Extract<SparkplugVia, { kind: 'remote' }>, will: LinkOptions['will'], attempt: number): Promise<NodeLink> => {
+  const viaRemote = async (via: Extract<SparkplugVia, { kind: 'remote' }>, will: LinkOptions['will'], attempt: number, signal?: AbortSignal): Promise<NodeLink> => {
     const url = via.urls[attempt % via.urls.length]!;
     const file = (path: string | undefined) => (path === undefined ? undefined : readFile(isAbsolute(path) ? path : join(deps.dataDir, path)));
     const [ca, cert, key] = await Promise.all([file(via.caFile), file(via.certFile), file(via.keyFile)]);
@@ -102,18 +102,18 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
       ...(via.username !== undefined ? { username: via.username } : {}),
       ...(via.password !== undefined ? { password: via.password } : {}),
       ...tls,
-    });
+    }, signal);
   };
 
   return {
-    async connect(will, attempt) {
+    async connect(will, attempt, signal) {
       const user = runAs();
       const via = def.via;
       switch (via.kind) {
         case 'local':
-          return viaLocal(user, will);
+          return viaLocal(user, will, signal);
         case 'remote':
-          return viaRemote(via, will, attempt);
+          return viaRemote(via, will, attempt, signal);
         case 'bridge':
           // The seam for src/bridges: the bridge's upstream session will carry the NDEATH.
           throw new Error(`via ${via.bridgeId}: publishing through a bridge is not in this build`);

@@ -40,7 +40,9 @@ const END_TIMEOUT_MS = 2000;
 /** A URL as shown: without the user:password@ part. */
 export const withoutCredentials = (url: string) => url.replace(/\/\/[^/@]*@/, '//');
 
-export async function openLink(o: LinkOptions): Promise<NodeLink> {
+/** Opens the session; `signal` abandons a connect in progress (the edge node stops). */
+export async function openLink(o: LinkOptions, signal?: AbortSignal): Promise<NodeLink> {
+  signal?.throwIfAborted();
   const { connect } = await import('mqtt');
   const options: IClientOptions = {
     clientId: o.clientId,
@@ -69,8 +71,11 @@ export async function openLink(o: LinkOptions): Promise<NodeLink> {
       resolve();
     });
     const closedEarly = () => fail(new Error('connection refused or closed'));
+    const aborted = () => fail(new Error('the edge node stopped while connecting'));
     client.once('error', fail);
     client.once('close', closedEarly);
+    signal?.addEventListener('abort', aborted, { once: true });
+    client.once('connect', () => signal?.removeEventListener('abort', aborted));
   });
   let reason: string | undefined;
   client.on('error', (err) => (reason ??= err.message));

@@ -51,7 +51,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       timers: ctx.timers,
       codec: support.codec,
       bdSeq: support.bdSeq,
-      connect: (will, attempt) => connector.connect(will, attempt),
+      connect: (will, attempt, signal) => connector.connect(will, attempt, signal),
       mayPublish: (topic) => connector.mayPublish(topic),
       onBorn: (rebirth) => this.devices.nodeBorn(rebirth),
       onEnded: () => this.devices.sessionEnded(),
