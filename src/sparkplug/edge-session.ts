@@ -117,11 +117,15 @@ export class EdgeSession {
         this.hostOnline = false;
         link.onMessage((topic, payload) => this.inbound(topic, payload));
         await link.subscribe([topics.node('NCMD'), topics.deviceCommands, ...(topics.hostState ? [topics.hostState] : [])]);
-        log.info('sparkplug session established', { groupId: this.deps.groupId, edgeNodeId: this.deps.edgeNodeId, server: link.server, bdSeq });
-        attempt = 0;
-        this.message = undefined;
-        if (topics.hostState && !this.hostOnline) this.setState('waitingForHost');
-        else if (this.state !== 'born') this.birth(false);
+        // A stop while subscribing has ended the link already: nothing is born in it.
+        if (this.active) {
+          log.info('sparkplug session established', { groupId: this.deps.groupId, edgeNodeId: this.deps.edgeNodeId, server: link.server, bdSeq });
+          attempt = 0;
+          this.message = undefined;
+          // The host's retained STATE may have come with the subscription already.
+          if (topics.hostState && !this.hostOnline) this.setState('waitingForHost');
+          else this.birth(false);
+        }
         reason = await link.closed;
       } catch (err) {
         this.connecting = undefined;
