@@ -55,6 +55,7 @@ export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): 
       GATEWAYD_DATA_DIR: dataDir,
       GATEWAYD_HOST: '127.0.0.1',
       GATEWAYD_HTTP_PORT: '0',
+      GATEWAYD_HTTPS_PORT: '0',
       GATEWAYD_MQTT_PORT: '0',
       GATEWAYD_MQTTS_PORT: '0',
       GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,

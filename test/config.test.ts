@@ -83,7 +83,7 @@ describe('configuration', () => {
 
   it('stops with 78 when the admin password breaks the password policy', async () => {
     const err = await run(process.execPath, [mainScript], {
-      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_HTTP_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_HOST: '127.0.0.1', GATEWAYD_ADMIN_PASSWORD: 'short' },
+      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_HTTP_PORT: '0', GATEWAYD_HTTPS_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_HOST: '127.0.0.1', GATEWAYD_ADMIN_PASSWORD: 'short' },
     }).then(
       () => null,
       (e: { code: number; stderr: string }) => e,
