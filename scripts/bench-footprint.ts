@@ -36,7 +36,7 @@ export function shippedNodeFlags(): string[] {
   return words.slice(from + 1, to).filter((f) => f !== '--enable-source-maps');
 }
 
-function rssMiB(pid: number): number {
+export function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
