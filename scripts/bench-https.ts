@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connect, createSecureContext, type SecureVersion, type TLSSocket } from 'node:tls';
 import { fileURLToPath } from 'node:url';
-import { rssMiB, shippedNodeFlags } from './bench-footprint.js';
+import { benchDaemonEnv, rssMiB, shippedNodeFlags } from './bench-footprint.js';
 import { now } from './bench-support.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -83,19 +83,7 @@ async function runHandshakes(pid: number, port: number, ca: string, version: Sec
 /** The daemon as `npm start` runs it, on free ports; resolves with its ready line. */
 async function startDaemon(dataDir: string) {
   const child = spawn(process.execPath, [...shippedNodeFlags(), mainScript], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      GATEWAYD_DATA_DIR: dataDir,
-      GATEWAYD_HOST: '127.0.0.1',
-      GATEWAYD_HTTP_PORT: '0',
-      GATEWAYD_HTTPS_PORT: '0',
-      GATEWAYD_MQTT_PORT: '0',
-      GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: 'Bench-Passw0rd!',
-      GATEWAYD_LOG_LEVEL: 'warn',
-      GATEWAYD_SET__LOG__REQUESTS: 'false',
-      GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
-    },
+    env: { ...benchDaemonEnv(dataDir), GATEWAYD_SET__LOG__REQUESTS: 'false' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const ready = await new Promise<Record<string, number>>((resolve, reject) => {
