@@ -41,22 +41,6 @@ export function rssMiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
 
-/** The environment of a benchmarked daemon: free ports on 127.0.0.1, warnings only. */
-export function benchDaemonEnv(dataDir: string): NodeJS.ProcessEnv {
-  return {
-    PATH: process.env.PATH ?? '',
-    GATEWAYD_DATA_DIR: dataDir,
-    GATEWAYD_HOST: '127.0.0.1',
-    GATEWAYD_HTTP_PORT: '0',
-    GATEWAYD_HTTPS_PORT: '0',
-    GATEWAYD_MQTT_PORT: '0',
-    GATEWAYD_MQTTS_PORT: '0',
-    GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-    GATEWAYD_LOG_LEVEL: 'warn',
-    GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
-  };
-}
-
 export interface DaemonStart {
   ms: number;
   rssMiB: number;
@@ -66,7 +50,18 @@ export interface DaemonStart {
 export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
   const started = process.hrtime.bigint();
   const child = spawn(process.execPath, [...nodeFlags, mainScript], {
-    env: benchDaemonEnv(dataDir),
+    env: {
+      PATH: process.env.PATH ?? '',
+      GATEWAYD_DATA_DIR: dataDir,
+      GATEWAYD_HOST: '127.0.0.1',
+      GATEWAYD_HTTP_PORT: '0',
+      GATEWAYD_HTTPS_PORT: '0',
+      GATEWAYD_MQTT_PORT: '0',
+      GATEWAYD_MQTTS_PORT: '0',
+      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      GATEWAYD_LOG_LEVEL: 'warn',
+      GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   try {

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connect, createSecureContext, type SecureVersion, type TLSSocket } from 'node:tls';
 import { fileURLToPath } from 'node:url';
-import { benchDaemonEnv, rssMiB, shippedNodeFlags } from './bench-footprint.js';
+import { rssMiB, shippedNodeFlags } from './bench-footprint.js';
 import { now } from './bench-support.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -80,10 +80,25 @@ async function runHandshakes(pid: number, port: number, ca: string, version: Sec
   return { perSecond: count / seconds, cpuMsPer: (cpuMs(pid) - cpu0) / count };
 }
 
-/** The daemon as `npm start` runs it, on free ports; resolves with its ready line. */
+/**
+ * The daemon as `npm start` runs it, on free ports; resolves with its ready line. (main's
+ * bench-footprint.ts has the same as startDaemonAt since the Sparkplug merge: use that one.)
+ */
 async function startDaemon(dataDir: string) {
   const child = spawn(process.execPath, [...shippedNodeFlags(), mainScript], {
-    env: { ...benchDaemonEnv(dataDir), GATEWAYD_SET__LOG__REQUESTS: 'false' },
+    env: {
+      PATH: process.env.PATH ?? '',
+      GATEWAYD_DATA_DIR: dataDir,
+      GATEWAYD_HOST: '127.0.0.1',
+      GATEWAYD_HTTP_PORT: '0',
+      GATEWAYD_HTTPS_PORT: '0',
+      GATEWAYD_MQTT_PORT: '0',
+      GATEWAYD_MQTTS_PORT: '0',
+      GATEWAYD_ADMIN_PASSWORD: 'Bench-Passw0rd!',
+      GATEWAYD_LOG_LEVEL: 'warn',
+      GATEWAYD_SET__LOG__REQUESTS: 'false',
+      GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const ready = await new Promise<Record<string, number>>((resolve, reject) => {
