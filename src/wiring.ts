@@ -248,8 +248,9 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         ]
       : []),
     mapping.part,
-    http,
+    // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
     https,
+    http,
   ];
 
   return {
