@@ -37,7 +37,7 @@ export function shippedNodeFlags(): string[] {
   return words.slice(from + 1, to).filter((f) => f !== '--enable-source-maps');
 }
 
-function rssMiB(pid: number): number {
+export function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
@@ -55,6 +55,7 @@ export async function startDaemonAt(dataDir: string, nodeFlags: string[], env: R
       GATEWAYD_DATA_DIR: dataDir,
       GATEWAYD_HOST: '127.0.0.1',
       GATEWAYD_HTTP_PORT: '0',
+      GATEWAYD_HTTPS_PORT: '0',
       GATEWAYD_MQTT_PORT: '0',
       GATEWAYD_MQTTS_PORT: '0',
       GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,

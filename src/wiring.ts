@@ -21,6 +21,9 @@ import { createTrustedCertificateService, loadOrCreateCertificateAuthority, type
 import { certificateRoutes } from './http/routes/certificate-routes.js';
 import { createHttpApp } from './http/create-http-app.js';
 import { createHttpServerPart } from './http/http-server.js';
+import { createHttpsServerPart } from './http/https-server.js';
+import { createPlainHttpPolicy } from './http/plain-http-policy.js';
+import { createServerCertificateSource } from './http/server-certificate.js';
 import { createWebUi } from './http/web-ui.js';
 import { sessionRoutes } from './http/routes/session-routes.js';
 import { userRoutes } from './http/routes/user-routes.js';
@@ -158,6 +161,11 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
   });
 
+  // HTTPS (README "HTTPS"): the plain port serves only http.plainAllowedFrom in full; its
+  // messages name the HTTPS port bound (known once it listens, or the configured one).
+  let httpsPort = (): number => config.http.tlsPort;
+  const plainHttp = createPlainHttpPolicy({ allowedFrom: config.http.plainAllowedFrom, trustProxy: config.http.trustProxy, httpsPort: () => httpsPort() });
+
   const app = createHttpApp({
     log,
     bodyLimitBytes: config.http.bodyLimitBytes,
@@ -169,6 +177,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
+    plainHttpPolicy: plainHttp.middleware,
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
@@ -182,12 +191,22 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       brokerRoutes({ broker: () => broker }),
       certificateRoutes({ trusted }),
       registryRoutes({ registry, users }),
-      idpRoutes({ idp }),
+      idpRoutes({ idp, httpsPort: () => httpsPort() }),
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
     ],
   });
-  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
+  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs, admitUpgrade: plainHttp.admitUpgrade });
+  const https = createHttpsServerPart({
+    app,
+    host: config.host,
+    port: config.http.tlsPort,
+    shutdownTimeoutMs: config.http.shutdownTimeoutMs,
+    log,
+    // The gateway CA's server certificate (MQTTS's, for mqtt.serverHostnames), or the operator's files.
+    certificate: createServerCertificateSource({ certFile: config.http.tlsCertFile, keyFile: config.http.tlsKeyFile, fromCa: () => ({ cert: ca!.serverCertPem, key: ca!.serverKeyPem }), log }),
+  });
+  httpsPort = () => https.port() || config.http.tlsPort;
 
   const parts: Part[] = [
     {
@@ -238,8 +257,10 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };
-              // Before HTTP listens, so the first WebSocket upgrade already finds the broker.
-              broker.handleUpgrade(http.server);
+              // Before HTTP listens, so the first WebSocket upgrade already finds the broker;
+              // on the plain port only the upgrades its policy admitted (ws), and every one on HTTPS (wss).
+              broker.handleUpgrade(http.upgrades);
+              broker.handleUpgrade(https.server);
             },
             stop: async () => {
               await broker?.stop();
@@ -248,13 +269,15 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         ]
       : []),
     mapping.part,
+    // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
+    https,
     http,
   ];
 
   return {
     parts,
     services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
-    ports: () => ({ http: http.port(), ...brokerPorts }),
+    ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };
 }
