@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -178,6 +179,11 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   }
   if (config.registry.defaultDurationMs > config.registry.maxDurationMs) {
     throw new ConfigError('registry.defaultDurationMs', 'must not exceed registry.maxDurationMs');
+  }
+  for (const cidr of config.brokerHooks.allowFrom) {
+    const [address, bits] = cidr.split('/');
+    const family = isIP(address ?? '');
+    if (family === 0 || Number(bits) > (family === 4 ? 32 : 128)) throw new ConfigError('brokerHooks.allowFrom', `"${cidr}" is not an IPv4 or IPv6 CIDR`);
   }
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(cwd, p));
   return {
