@@ -54,24 +54,35 @@ const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:
 const enc = encodeURIComponent;
 
 /**
- * RabbitMQ management HTTP API: the user's connections cluster-wide
- * (`GET /api/connections/username/{user}`), each closed by name (`DELETE /api/connections/{name}`);
- * an MQTT connection carries its client id in `client_properties.client_id`.
+ * RabbitMQ management HTTP API. All of a user's connections, cluster-wide and at once:
+ * `DELETE /api/connections/username/{user}` (connection tracking). Single connections
+ * (`DELETE /api/connections/{name}`, their client id in `client_properties.client_id`) only once
+ * the management statistics list them (collect_statistics_interval, 5 s by default); a
+ * connection not listed yet cannot be told apart, so then all of the user's connections go.
  */
 export function rabbitmqManagement(cfg: GatewayConfig['brokerHooks']['rabbitmq'], timeoutMs: number): ManagementClient {
   const api = caller(cfg.managementUrl, basic(cfg.username, cfg.password), timeoutMs);
+  const reason = { 'x-reason': 'gatewayd: credentials or permissions revoked' };
   return {
     kind: 'rabbitmq',
     async disconnect(username, clientIds) {
-      const listed = ((await api.call('GET', `/api/connections/username/${enc(username)}`)) ?? []) as { name: string; client_properties?: { client_id?: string } }[];
-      const wanted = clientIds === 'all' ? undefined : new Set(clientIds);
-      let closed = 0;
-      for (const conn of Array.isArray(listed) ? listed : []) {
-        if (wanted && !wanted.has(conn.client_properties?.client_id ?? '')) continue;
-        await api.call('DELETE', `/api/connections/${enc(conn.name)}`, { 'x-reason': 'gatewayd: credentials or permissions revoked' });
-        closed++;
+      const tracked = ((await api.call('GET', `/api/connections/username/${enc(username)}`)) ?? []) as { name: string }[];
+      const names = Array.isArray(tracked) ? tracked.map((c) => c.name) : [];
+      if (names.length === 0) return 0;
+      const closeAll = async () => {
+        await api.call('DELETE', `/api/connections/username/${enc(username)}`, reason);
+        return names.length;
+      };
+      if (clientIds === 'all') return closeAll();
+      const wanted = new Set(clientIds);
+      const targets: string[] = [];
+      for (const name of names) {
+        const details = (await api.call('GET', `/api/connections/${enc(name)}`)) as { client_properties?: { client_id?: string } } | undefined;
+        if (!details) return closeAll(); // not in the statistics yet
+        if (wanted.has(details.client_properties?.client_id ?? '')) targets.push(name);
       }
-      return closed;
+      for (const name of targets) if ((await api.call('DELETE', `/api/connections/${enc(name)}`, reason)) === undefined) return closeAll();
+      return targets.length;
     },
   };
 }

@@ -372,6 +372,9 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
     // Ready once the whole 'Subscribed (mid: n): codes' line that follows 'received SUBACK' is in:
     // the two lines can arrive in separate chunks, and a caller may kill the client right away.
     if (/Subscribed \(mid: \d+\):[^\n]*\n/.test(stdout)) subscribed();
+    // The broker closed the connection instead of answering the SUBSCRIBE (RabbitMQ 3.10 does
+    // for a refused one), and mosquitto_sub is connecting again.
+    else if ((stdout.match(/sending CONNECT/g) ?? []).length > 1) failed(new Error(`mosquitto_sub lost its connection before a SUBACK: ${stdout}`));
   });
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const result = new Promise<CliResult>((resolve) => {
