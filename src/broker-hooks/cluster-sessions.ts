@@ -63,9 +63,6 @@ export function createClusterSessions(maxSessions = 100_000) {
       const user = byUser.get(userId);
       if (user) user.grants = grants;
     },
-    forget(kind: ClusterKind, clientId: string): void {
-      drop(keyOf(kind, clientId));
-    },
     forgetUser(userId: string): void {
       for (const key of byUser.get(userId)?.keys ?? []) byKey.delete(key);
       byUser.delete(userId);

@@ -122,8 +122,8 @@ export function createRevocation(deps: {
       const clientIds = job.clientIds === 'all' ? 'all' : [...job.clientIds];
       try {
         const closed = await client.disconnect(job.username, clientIds, { cleanup: job.cleanup });
+        // The sessions stay known as revoked: a hook call of one still in flight is refused.
         if (queue.get(job.userId) === job) queue.delete(job.userId);
-        for (const id of clientIds === 'all' ? [] : clientIds) sessions.forget(client.kind, id);
         counts.pushed++;
         if (backoffMs > 0) log.info('cluster management API reachable again', { via: client.kind });
         backoffMs = 0;
