@@ -44,7 +44,7 @@ import { createHealth } from './health/health.js';
 import { createMetrics } from './metrics/metrics.js';
 import { metricsRoute } from './metrics/metrics-route.js';
 import { createBrokerHooks } from './broker-hooks/index.js';
-import { brokerHookBodyParsers, brokerHookRoutes } from './http/routes/broker-hook-routes.js';
+import { brokerHookEndpoint } from './http/routes/broker-hook-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -162,8 +162,12 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     webUi: createWebUi(),
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
-    preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes), ...brokerHookBodyParsers(config.http.bodyLimitBytes)],
-    callerGuards: [{ path: '/api/broker/hooks', handler: brokerHooks.guard }],
+    preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
+    // Guarded first, then answered without the generic pipeline (validated against the same document).
+    callerGuards: [
+      { path: '/api/broker/hooks', handler: brokerHooks.guard },
+      { path: '/api/broker/hooks', handler: brokerHookEndpoint({ hooks: brokerHooks, bodyLimitBytes: config.http.bodyLimitBytes, validateAnswers: options.validateResponses ?? false }) },
+    ],
     quietPaths: ['/api/broker/hooks/'],
     routes: [
       sessionRoutes({ auth, users, engine }),
@@ -178,7 +182,6 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       idpRoutes({ idp }),
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
-      brokerHookRoutes({ hooks: brokerHooks }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
