@@ -5,6 +5,7 @@
 // refused caller learns (nothing), and the audit trail naming the cluster.
 import { createHash, randomBytes } from 'node:crypto';
 import { expect } from 'chai';
+import { ConfigError, loadConfig } from '../src/config/index.js';
 import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
 import { connackCode, makeCerts, type Certs } from './support/mqtt-test-kit.js';
 import { emqx, rabbitmq, vernemq } from './support/broker-hook-fixtures.js';
@@ -256,9 +257,15 @@ describe('broker hooks for clusters', function () {
         expect(await ask('rabbitmq/vhost', rabbitmq.vhost({ username: httpOnly.username, clientId: id }))).to.equal('deny');
       });
 
-      it('answers 400 for a body that is not RabbitMQ\'s', async () => {
-        expect((await hook(gw, 'rabbitmq/topic', { username: 'x', vhost: '/', resource: 'topic', name: 'amq.topic', permission: 'configure', routing_key: 'a' })).status).to.equal(400);
+      it('answers 400 for a body that is not RabbitMQ\'s, 415 for another content type, 413 beyond the body limit', async () => {
+        const bad = await hook(gw, 'rabbitmq/topic', { username: 'x', vhost: '/', resource: 'topic', name: 'amq.topic', permission: 'configure', routing_key: 'a' });
+        expect(bad.status).to.equal(400);
+        expect(bad.body.errors[0].path).to.equal('/body/permission');
         expect((await hook(gw, 'rabbitmq/user', { password: 'x' })).status).to.equal(400);
+        const json = await fetch(`${gw.baseUrl}/api/broker/hooks/rabbitmq/user`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"x"}' });
+        expect(json.status).to.equal(415);
+        expect((await hook(gw, 'emqx/authz', { clientid: 'x', action: 'publish', topic: 'a'.repeat(gw.config.http.bodyLimitBytes + 1) })).status).to.equal(413);
+        expect((await fetch(`${gw.baseUrl}/api/broker/hooks/emqx/authz`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' })).status).to.equal(400);
       });
     });
 
@@ -283,6 +290,12 @@ describe('broker hooks for clusters', function () {
         expect(await connackCode(gw.ports.mqtt, { username: u.username, password: u.token })).to.equal(0);
       });
     });
+  });
+
+  it('refuses to start with an allowFrom entry that is not a CIDR, naming the key', () => {
+    expect(() => loadConfig({ env: {}, overrides: { brokerHooks: { allowFrom: ['127.0.0.1/33'] } } })).to.throw(ConfigError, /brokerHooks\.allowFrom/);
+    expect(() => loadConfig({ env: {}, overrides: { brokerHooks: { allowFrom: ['gateway/8'] } } })).to.throw(ConfigError, /brokerHooks\.allowFrom/);
+    expect(loadConfig({ env: {}, overrides: { brokerHooks: { allowFrom: ['10.0.0.0/8', 'fd00::/8'] } } }).brokerHooks.allowFrom).to.have.length(2);
   });
 
   describe('who may call', () => {
