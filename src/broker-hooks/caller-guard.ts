@@ -46,7 +46,8 @@ export function createCallerGuard(deps: { config: GatewayConfig['brokerHooks']; 
     allowed.addSubnet(address, Number(bits), isIPv4(address) ? 'ipv4' : 'ipv6');
   }
   const bucket = new TokenBucket(config.maxRequestsPerSecond);
-  // A refused caller is logged once a minute at most per address (a misconfigured cluster retries a lot).
+  // A refused or throttled caller is logged once a minute at most per address (a misconfigured
+  // or runaway cluster retries a lot; its requests are not logged one by one).
   const lastWarned = new Map<string, number>();
   const warn = (address: string, why: string) => {
     const now = Date.now();
@@ -70,7 +71,10 @@ export function createCallerGuard(deps: { config: GatewayConfig['brokerHooks']; 
         throw new ForbiddenError('this caller may not call the broker hooks');
       }
     }
-    if (!bucket.take()) throw new TooManyRequestsError('broker hook rate limit exceeded', 1);
+    if (!bucket.take()) {
+      warn(address, `over brokerHooks.maxRequestsPerSecond (${config.maxRequestsPerSecond})`);
+      throw new TooManyRequestsError('broker hook rate limit exceeded', 1);
+    }
     next();
   };
 }

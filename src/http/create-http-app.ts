@@ -49,7 +49,10 @@ export interface HttpAppOptions {
    * parsing and validation: the broker hooks' caller check (a refused caller learns nothing).
    */
   callerGuards?: { path: string; handler: RequestHandler }[];
-  /** Path prefixes whose successful requests are not logged one by one (machine-to-machine hooks). */
+  /**
+   * Path prefixes whose requests are not logged one by one unless they fail with 5xx
+   * (machine-to-machine hooks: their refusals are logged, rate-limited, where they are decided).
+   */
   quietPaths?: string[];
 }
 
@@ -100,7 +103,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     const quiet = options.quietPaths?.some((p) => req.path.startsWith(p)) ?? false;
     if (options.logRequests) {
       res.on('finish', () => {
-        if (quiet && res.statusCode < 400) return;
+        if (quiet && res.statusCode < 500) return;
         const principal = res.locals.principal as Principal | undefined;
         // Path only: query strings can carry ids and tokens.
         log.info('request', {
