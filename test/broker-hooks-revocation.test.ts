@@ -250,6 +250,11 @@ describe('revocation pushes to the clusters', function () {
     await fakes.emqx.until((c) => c.method === 'DELETE' && c.path === `/api/v5/clients/${ids.emqx}`);
     await fakes.vernemq.until((c) => c.path === `/api/v1/session/disconnect?client-id=${ids.vernemq}`);
     await fakes.rabbitmq.until((c) => c.method === 'DELETE' && c.path === `/api/connections/${encodeURIComponent(`127.0.0.1:${ids.rabbitmq} -> 127.0.0.1:1883`)}`);
+    // Its credentials still hold: a client back through a broker's login cache is decided on the
+    // permissions as they are now, not locked out.
+    const authz = async (topic: string) => JSON.parse((await post('emqx/authz', emqx.authz({ username: u.username, clientId: ids.emqx }, 'publish', topic))).text);
+    expect(await authz('p/a/1')).to.deep.equal({ result: 'allow' });
+    expect(await authz('p/b/1')).to.deep.equal({ result: 'deny' });
   });
 
   it('after a restart (no session known), a permission change drops all of the user\'s sessions', async () => {

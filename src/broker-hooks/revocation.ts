@@ -100,7 +100,10 @@ export function createRevocation(deps: {
       sessions.setGrants(change.userId, deps.mqttGrantsOf(change.userId));
       return;
     }
-    for (const s of known) s.revoked = true;
+    // Not marked revoked: their credentials still hold, and later hook calls are decided on the
+    // permissions as they are now (a client that comes back through a broker's login cache is
+    // not locked out until the cache expires).
+    sessions.setGrants(change.userId, deps.mqttGrantsOf(change.userId));
     push(change.userId, username, known, 'permission lost');
   }
 
