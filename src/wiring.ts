@@ -47,6 +47,8 @@ import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.
 import { createHealth } from './health/health.js';
 import { createMetrics } from './metrics/metrics.js';
 import { metricsRoute } from './metrics/metrics-route.js';
+import { createBrokerHooks } from './broker-hooks/index.js';
+import { brokerHookEndpoint } from './http/routes/broker-hook-routes.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -81,6 +83,16 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     return revoked;
   } });
   const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
+  // A cluster broker's hooks (README "Scaling out"): the same MqttAccess port as the embedded broker.
+  const brokerHooks = createBrokerHooks({
+    config: config.brokerHooks,
+    access: mqttAccess,
+    grantsOf: (userId) => engine.grantsOf(userId),
+    covers: (userId, grant) => (grant.operation === 'readWrite' ? (['read', 'write'] as const) : [grant.operation]).every((op) => engine.coversFilter(userId, 'mqtt', op, grant.resource)),
+    usernameOf: (userId) => users.find(userId)?.username,
+    tokenExpiresAt: (secret) => tokens.verify(secret)?.expiresAt,
+    log: log.child({ part: 'broker-hooks' }),
+  });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
   // The broker needs the CA's server certificate, which the pki part loads at start.
@@ -181,6 +193,12 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
+    // Guarded first, then answered without the generic pipeline (validated against the same document).
+    callerGuards: [
+      { path: '/api/broker/hooks', handler: brokerHooks.guard },
+      { path: '/api/broker/hooks', handler: brokerHookEndpoint({ hooks: brokerHooks, bodyLimitBytes: config.http.bodyLimitBytes, validateAnswers: options.validateResponses ?? false }) },
+    ],
+    quietPaths: ['/api/broker/hooks/'],
     routes: [
       sessionRoutes({ auth, users, engine }),
       mfaRoutes({ mfa }),
@@ -269,6 +287,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         ]
       : []),
     mapping.part,
+    brokerHooks.part,
     // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
     https,
     http,
@@ -276,7 +295,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

@@ -110,6 +110,16 @@ const CONTRACT_OPERATIONS: readonly string[] = [
  * Operations gatewayd adds outside the contract (each documented in the README); the contract's
  * 88 stay exactly as they are.
  */
+const CLUSTER_HOOKS: readonly string[] = [
+  'POST /api/broker/hooks/rabbitmq/user',
+  'POST /api/broker/hooks/rabbitmq/vhost',
+  'POST /api/broker/hooks/rabbitmq/resource',
+  'POST /api/broker/hooks/rabbitmq/topic',
+  'POST /api/broker/hooks/vernemq',
+  'POST /api/broker/hooks/emqx/authn',
+  'POST /api/broker/hooks/emqx/authz',
+];
+
 const ADDED_OPERATIONS: readonly string[] = [
   // The gateway CA certificate as a PEM file (README "Web UI").
   'GET /api/certificates/ca',
@@ -128,6 +138,8 @@ const ADDED_OPERATIONS: readonly string[] = [
   'GET /health',
   'GET /health/ready',
   'GET /metrics',
+  // Cluster broker hooks (README "Scaling out").
+  ...CLUSTER_HOOKS,
 ];
 
 const PUBLIC_OPERATIONS: readonly string[] = [
@@ -141,6 +153,7 @@ const PUBLIC_OPERATIONS: readonly string[] = [
   'POST /api/broker/auth/enhanced',
   'GET /health',
   'GET /health/ready',
+  ...CLUSTER_HOOKS,
 ];
 
 type OpenApiValidatorOptions = Parameters<typeof OpenApiValidator.middleware>[0];
@@ -308,6 +321,11 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
       const open = new Set([
         'POST /api/broker/auth/enhanced: body.properties',
         ...['PUT /api/services/{id}', 'POST /api/services/{id}/validate'].flatMap((op) => serviceParts.map((p) => `${op}: body.${p}`)),
+        // The cluster hooks take the brokers' own payloads, which grow between broker versions
+        // (VerneMQ's listener_* fields, MQTT 5 subscription options): a closed body would refuse
+        // every login after a broker upgrade.
+        ...CLUSTER_HOOKS.map((op) => `${op}: body`),
+        'POST /api/broker/hooks/vernemq: body.topics[]',
       ]);
       const problems: string[] = [];
       const walk = (schema: Json | undefined, at: string, where: string, seen: Set<string>): void => {

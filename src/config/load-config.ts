@@ -189,6 +189,11 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   } catch (err) {
     throw new ConfigError('http.plainAllowedFrom', (err as Error).message);
   }
+  try {
+    parseAddressRanges(config.brokerHooks.allowFrom);
+  } catch (err) {
+    throw new ConfigError('brokerHooks.allowFrom', (err as Error).message);
+  }
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(cwd, p));
   return {
     ...config,

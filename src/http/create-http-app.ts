@@ -46,6 +46,16 @@ export interface HttpAppOptions {
   plainHttpPolicy?: RequestHandler;
   /** Told about every answered request with its OpenAPI route template (metrics). */
   observe?: (o: { method: string; route: string; status: number; seconds: number }) => void;
+  /**
+   * Handlers for a path prefix that run before the maintenance gate, authentication, body
+   * parsing and validation: the broker hooks' caller check (a refused caller learns nothing).
+   */
+  callerGuards?: { path: string; handler: RequestHandler }[];
+  /**
+   * Path prefixes whose requests are not logged one by one unless they fail with 5xx
+   * (machine-to-machine hooks: their refusals are logged, rate-limited, where they are decided).
+   */
+  quietPaths?: string[];
 }
 
 export function principalOf(res: Response): Principal {
@@ -92,8 +102,10 @@ export function createHttpApp(options: HttpAppOptions): Express {
         observe({ method: req.method, route, status: res.statusCode, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
       });
     }
+    const quiet = options.quietPaths?.some((p) => req.path.startsWith(p)) ?? false;
     if (options.logRequests) {
       res.on('finish', () => {
+        if (quiet && res.statusCode < 500) return;
         const principal = res.locals.principal as Principal | undefined;
         // Path only: query strings can carry ids and tokens.
         log.info('request', {
@@ -116,6 +128,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
   const specJson = readOpenApiJson();
   app.get('/api/openapi.json', (_req, res) => void res.type('application/json').send(specJson));
   const spec = loadOpenApiDocument();
+  for (const guard of options.callerGuards ?? []) app.use(guard.path, guard.handler);
   if (options.gate) app.use(options.gate);
 
   // Authentication and authorization come before request validation: an anonymous caller

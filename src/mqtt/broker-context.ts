@@ -38,10 +38,6 @@ export function createBrokerContext(options: BrokerOptions): BrokerContext {
   };
 }
 
-export function isSysTopic(topic: string): boolean {
-  return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
-}
-
 /** The permission engine's answer; a failing engine answers no (and is logged). */
 export function allows(ctx: BrokerContext, principal: MqttPrincipal, operation: 'read' | 'write', topic: string): boolean {
   try {

@@ -3,7 +3,8 @@
 // authentication or publish authorization; delivery to clients is NOT bypassed: every message
 // still reaches a client only through authorizeForward (the client's read permission).
 import type { Aedes } from 'aedes';
-import { isSysTopic, type BrokerContext } from './broker-context.js';
+import { type BrokerContext } from './broker-context.js';
+import { isSysTopic } from './topic-rules.js';
 
 /** MQTT 5 properties a data-plane message carries end to end (clients of 3.1.1 do not see them). */
 export interface DataPlaneProperties {

@@ -46,7 +46,7 @@ export interface RabbitNode {
   distPort: number;
   /** http://127.0.0.1:<managementPort> */
   managementUrl: string;
-  /** The kit's administrator in the internal database (management API, rabbitmqctl-free setup). */
+  /** The kit's administrator in the internal database (management API); the same on every node of the kit. */
   admin: { username: string; password: string };
   dir: string;
   /** rabbitmqctl -n <node> <args>; resolves stdout, rejects with stderr. */
@@ -168,6 +168,8 @@ export async function startRabbitKit(): Promise<RabbitKit> {
   for (let i = 0; i < 50 && !(await portOpen(epmdPort)); i++) await sleep(50);
 
   const nodes: RabbitNode[] = [];
+  // One administrator for all nodes of the kit: a node that joins a cluster takes the seed's user database.
+  const admin = { username: 'kit-admin', password: randomBytes(12).toString('hex') };
   const baseEnv = (): NodeJS.ProcessEnv => ({
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: RABBITMQ_HOME,
@@ -206,7 +208,6 @@ export async function startRabbitKit(): Promise<RabbitKit> {
       chownSync(join(nodeDir, sub), ids.uid, ids.gid);
     }
     const [amqpPort, mqttPort, managementPort, distPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
-    const admin = { username: 'kit-admin', password: randomBytes(12).toString('hex') };
     const logFile = join(nodeDir, 'log', 'node.log');
     const confFile = join(nodeDir, 'rabbitmq.conf');
     const pluginsFile = join(nodeDir, 'enabled_plugins');
