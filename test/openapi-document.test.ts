@@ -119,6 +119,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
+  // Bridges to upstream brokers (README "Bridges").
+  'GET /api/bridges/schema',
+  'GET /api/bridges',
+  'GET /api/bridges/{id}',
+  'PUT /api/bridges/{id}/operation',
   // Probes and metrics (README "Health and metrics").
   'GET /health',
   'GET /health/ready',

@@ -44,7 +44,7 @@ export const bridgeRemoteSchema: Schema = {
     password: { type: 'string', maxLength: 1024, description: 'Never returned by the API (use !ref to a parameter).' },
     caFile: { ...file, description: 'CA certificates that the upstream server certificate must chain to (mqtts, wss); default: the system CAs.' },
     certFile: { ...file, description: 'Client certificate (mutual TLS), with keyFile.' },
-    keyFile: { ...file, description: 'Private key of certFile. Never returned by the API.' },
+    keyFile: { ...file, description: 'Private key of certFile (keep it mode 0600).' },
     keepaliveSeconds: { type: 'integer', minimum: 1, maximum: 65535, default: 60 },
     connectTimeoutMs: { type: 'integer', minimum: 100, maximum: 120_000, default: 10_000 },
     sessionExpirySeconds: { type: 'integer', minimum: 0, maximum: 4_294_967_295, default: 604_800, description: 'MQTT 5: how long upstream keeps the session (and queues for the in rules) while the gateway is away.' },

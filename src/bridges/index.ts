@@ -12,7 +12,7 @@ import { BridgeQueue } from './bridge-queue.js';
 import type { BridgeAccess } from './run-as.js';
 
 export { Bridge, type BridgeDataPlane, type BridgeFigures, type BridgeState, type BridgeTarget, type TappedMessage } from './bridge.js';
-export { bridgeProblems, bridgeSchema, type BridgeDefinition, type BridgeProperties } from './bridge-definition.js';
+export { bridgeProblems, bridgeSchema, QUEUE_DEFAULTS, type BridgeDefinition, type BridgeProperties } from './bridge-definition.js';
 export { DROP_REASONS, type DropReason, type QueueFigures } from './bridge-queue.js';
 export type { BridgeAccess, BridgePrincipal } from './run-as.js';
 export { displayUrl } from './upstream.js';

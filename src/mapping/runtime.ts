@@ -5,6 +5,8 @@
 // drivers/index.ts) and the embedded broker (the data plane, runtime-context.ts). This file keeps
 // the registry: building resources, applying changed definitions, operations and views.
 import type { DataPlane } from '../mqtt/index.js';
+import type { BridgeService } from '../bridges/index.js';
+import { BridgeResource } from './bridge-resource.js';
 import type { Logger } from '../log/index.js';
 import { NotFoundError } from '../errors/errors.js';
 import { ConnectionResource } from './connection-resource.js';
@@ -13,13 +15,13 @@ import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.
 import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
 import { MappingResource } from './mapping-resource.js';
 import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
-import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+import type { BridgeView, ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
 import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
 import { createRuntimeContext, OPCUA_UNAVAILABLE } from './runtime-context.js';
 import type { ConnectionDef, ServiceDef } from './service-files.js';
 
-export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+export type { BridgeView, ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
 export type { ResourceChanges } from './definition-diff.js';
 export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
 
@@ -43,6 +45,8 @@ export interface MappingRuntimeDeps {
   opcua?: OpcuaRuntimeSupport;
   /** Operations' target states that outlive a restart; absent: every target comes from the files. */
   targets?: StoredTargets;
+  /** The engine of Bridge resources (src/bridges); absent: bridges report BRIDGES_UNAVAILABLE. */
+  bridges?: BridgeService;
 }
 
 /** Per connection: its state and what went through it since it was (re)built. */
@@ -98,12 +102,15 @@ export interface MappingRuntime {
   setServerOperation(id: string, operation: 'enable' | 'disable'): ServerView;
   listNodes(): NodeSetView[];
   getNodeSet(id: string): NodeSetView;
+  listBridges(): BridgeView[];
+  getBridge(id: string): BridgeView;
+  setBridgeOperation(id: string, operation: 'connect' | 'disconnect'): BridgeView;
   topics(): TopicsView;
   /** Resolves when `pred` holds (checked on every state change); for tests and tools. */
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | BridgeResource;
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
@@ -117,6 +124,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const mappings = new Map<string, MappingResource>();
   const servers = new Map<string, ServerResource>();
   const nodeSets = new Map<string, NodeSetResource>();
+  const bridges = new Map<string, BridgeResource>();
   /** The definitions running now, keyed (hash, run key). */
   let running = new Map<string, KeyedResource>();
   let serviceCount = 0;
@@ -142,11 +150,12 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const k of keyed) if (k.def.kind === 'endpoint') add(endpoints, new EndpointResource(ctx, k.def, connections.get(k.def.connectionId)!), k);
     for (const k of keyed) if (k.def.kind === 'nodes') add(nodeSets, new NodeSetResource(ctx, k.def, servers.get(k.def.serverId)!, opcua !== undefined), k);
     for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
+    for (const k of keyed) if (k.def.kind === 'bridge') add(bridges, new BridgeResource(ctx, k.def, deps.bridges), k);
     return built;
   }
   const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
-  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id);
-  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets].some((m) => m.delete(id));
+  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id) ?? bridges.get(id);
+  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets, bridges].some((m) => m.delete(id));
 
   /** Keys of the service definitions seen (unchanged files are the same objects: not hashed again). */
   const keyCache = new WeakMap<ServiceDef, KeyedResource[]>();
@@ -167,6 +176,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const id of changes.restarted) if (running.get(id)!.hash === next.get(id)!.hash) previousTarget.set(id, resourceOf(id)!.target);
     for (const id of [...changes.removed, ...changes.restarted]) unregister(id);
     for (const order of [0, 1, 2]) await Promise.all(leaving.filter((r) => stopOrder(r) === order).map((r) => r.retire()));
+    // A bridge that left the files takes its queue with it (a restarted one keeps it).
+    for (const r of leaving) if (r instanceof BridgeResource && changes.removed.includes(r.def.id)) r.discard();
     for (const id of changes.retargeted) {
       const r = resourceOf(id)!;
       const k = next.get(id)!;
@@ -201,6 +212,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const m of mappings.values()) m.reconcile();
       for (const s of servers.values()) s.reconcile();
       for (const n of nodeSets.values()) n.reconcile();
+      for (const b of bridges.values()) b.reconcile();
     },
     async stop() {
       ctx.stop();
@@ -208,7 +220,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
       for (const n of nodeSets.values()) n.halt();
-      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown())));
+      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown()), [...bridges.values()].map((b) => b.shutdown())));
       await opcuaNow()?.support.dispose();
       ctx.releaseWaiters();
     },
@@ -280,6 +292,16 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     },
     listNodes: () => sorted([...nodeSets.values()].map((n) => n.view())),
     getNodeSet: (id) => find(nodeSets, id, 'Node set').view(),
+    listBridges: () => sorted([...bridges.values()].map((b) => b.view())),
+    getBridge: (id) => find(bridges, id, 'Bridge').view(),
+    setBridgeOperation(id, operation) {
+      const b = find(bridges, id, 'Bridge');
+      b.target = operation === 'connect' ? 'connected' : 'disabled';
+      log.info('bridge operation', { id, operation });
+      b.reconcile();
+      ctx.changed();
+      return b.view();
+    },
     topics: () => ({
       endpoints: sorted([...endpoints.values()].map((e) => ({ id: e.def.id, topics: endpointTopicList(e.def) }))),
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),

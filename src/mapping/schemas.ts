@@ -1,6 +1,7 @@
 // JSON Schemas of the resource definitions in service files (DESIGN §11). They validate each
 // resource's `properties` and are what GET /api/{connections,endpoints,mappings,servers}/schema
-// answer.
+// answer. The Bridge schema lives with the bridges' engine (src/bridges).
+import { bridgeSchema } from '../bridges/bridge-definition.js';
 
 type Schema = Record<string, unknown>;
 
@@ -232,8 +233,8 @@ export const nodeSchema: Schema = {
   },
 };
 
-export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua';
-export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua'];
+export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua' | 'Bridge';
+export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua', 'Bridge'];
 
 export const schemaOfType: Record<ResourceType, Schema> = {
   Connection: connectionSchema,
@@ -241,6 +242,7 @@ export const schemaOfType: Record<ResourceType, Schema> = {
   Mapping: mappingSchema,
   'Server::Opcua': serverSchema,
   'Node::Opcua': nodeSchema,
+  Bridge: bridgeSchema,
 };
 
 export const serviceFileSchema: Schema = {
