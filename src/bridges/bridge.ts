@@ -336,6 +336,7 @@ export class Bridge {
         else if (queue.acknowledged(seq)) {
           this.counters.forwarded++;
           if (this.dropEpisode.size) this.endDropEpisode();
+          if (queue.size === 0) this.deps.changed(); // drained: waiters on the queue re-check
         }
         this.schedulePump();
       });
@@ -388,6 +389,7 @@ export class Bridge {
   noteDrop(reason: DropReason, n: number): void {
     const before = this.dropEpisode.get(reason);
     this.dropEpisode.set(reason, (before ?? 0) + n);
+    this.deps.changed();
     if (before === undefined) {
       const q = this.deps.def.queue;
       this.deps.log.warn('bridge queue drops messages', { id: this.id, reason, limits: { maxMessages: q.maxMessages, maxBytes: q.maxBytes, maxAgeSeconds: q.maxAgeSeconds }, queued: this.deps.queue.size });

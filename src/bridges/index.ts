@@ -16,6 +16,7 @@ export { bridgeProblems, bridgeSchema, QUEUE_DEFAULTS, type BridgeDefinition, ty
 export { DROP_REASONS, type DropReason, type QueueFigures } from './bridge-queue.js';
 export type { BridgeAccess, BridgePrincipal } from './run-as.js';
 export { displayUrl } from './upstream.js';
+export { createBridgeSysTopics } from './bridge-sys-topics.js';
 
 export const QUEUE_DATABASE = 'bridge-queue';
 

@@ -30,10 +30,8 @@ type Direction = 'out' | 'in';
 export class RunAs {
   private cached: BridgePrincipal | undefined;
   private lookedUpAt = -Infinity;
-  /** Rules (by direction) whose flow is refused since its last message that passed: audited once. */
-  private readonly refusing = new Set<string>();
-  /** Whether the user covers each rule's whole filter, as last audited. */
-  private coverage = new Map<string, boolean>();
+  /** Rules (by direction) with a refused message since the last change of the user's rights: audited once. */
+  private readonly refused = new Set<string>();
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -45,13 +43,13 @@ export class RunAs {
     private readonly now: () => number = Date.now,
     onChange: () => void = () => {},
   ) {
-    this.coverage = this.currentCoverage();
     this.unsubscribe = access.onChange((change) => {
       if (!this.cached || change.userId !== this.cached.userId) return;
       this.cached = undefined; // the publish prefix may have changed too
       this.lookedUpAt = -Infinity;
+      this.refused.clear();
       if (change.kind === 'deleted') log.audit('bridge.runAs.deleted', { bridge: bridgeId, runAs: username, effect: 'nothing flows until the user exists again' });
-      if (change.kind === 'permissions' || change.kind === 'deleted') this.auditCoverage();
+      else if (change.kind === 'permissions') this.auditRights();
       onChange();
     });
   }
@@ -75,7 +73,7 @@ export class RunAs {
     return this.principal() ? undefined : `runAs user ${this.username} does not exist: nothing flows`;
   }
 
-  /** May this local topic leave through `rule`? Audits the first refusal of an episode. */
+  /** May this local topic leave through `rule` (undefined: a queued message no current rule takes)? */
   mayRead(rule: TopicRule | undefined, topic: string): boolean {
     const p = this.principal();
     return this.decide(rule, 'out', topic, p !== undefined && this.access.allows(p.userId, 'read', topic));
@@ -89,47 +87,35 @@ export class RunAs {
     return this.decide(rule, 'in', topic, ok) ? topic : undefined;
   }
 
-  /** `rule` undefined: a queued message that no rule of the current definition takes. */
   private decide(rule: TopicRule | undefined, direction: Direction, topic: string, ok: boolean): boolean {
+    if (ok) return true;
     const key = `${direction}${rule?.index ?? 'queued'}`;
-    if (ok) {
-      if (this.refusing.size && this.refusing.delete(key)) this.log.audit('bridge.flow.resumed', { bridge: this.bridgeId, runAs: this.username, rule: rule?.index ?? null, direction, topic });
-      return true;
-    }
-    if (!this.refusing.has(key)) {
-      this.refusing.add(key);
-      this.log.audit('bridge.flow.refused', { bridge: this.bridgeId, runAs: this.username, rule: rule?.index ?? null, direction, topic, reason: this.principal() ? `no ${direction === 'out' ? 'read' : 'write'} permission` : 'no such user' });
+    if (!this.refused.has(key)) {
+      this.refused.add(key);
+      this.log.audit('bridge.flow.refused', {
+        bridge: this.bridgeId,
+        runAs: this.username,
+        rule: rule?.index ?? null,
+        direction,
+        topic,
+        reason: this.principal() ? `no ${direction === 'out' ? 'read' : 'write'} permission` : 'no such user',
+        effect: 'not forwarded (further refusals of this rule are counted, not audited, until the user\'s rights change)',
+      });
     }
     return false;
   }
 
-  private currentCoverage(): Map<string, boolean> {
-    const out = new Map<string, boolean>();
+  /** The user's rights changed: what each rule may carry now (a whole filter, or only some of it). */
+  private auditRights(): void {
     const p = this.principal();
+    const rules: { rule: number; direction: Direction; filter: string; wholeFilter: boolean }[] = [];
     for (const r of this.rules) {
-      if (r.direction !== 'in') out.set(`out${r.index}`, p !== undefined && this.access.covers(p.userId, 'read', r.localFilter));
-      if (r.direction !== 'out') out.set(`in${r.index}`, p !== undefined && this.access.covers(p.userId, 'write', p.publishPrefix + r.localFilter));
+      if (r.direction !== 'in') rules.push({ rule: r.index, direction: 'out', filter: r.localFilter, wholeFilter: p !== undefined && this.access.covers(p.userId, 'read', r.localFilter) });
+      if (r.direction !== 'out') {
+        const filter = (p?.publishPrefix ?? '') + r.localFilter;
+        rules.push({ rule: r.index, direction: 'in', filter, wholeFilter: p !== undefined && this.access.covers(p.userId, 'write', filter) });
+      }
     }
-    return out;
-  }
-
-  /** After a change of the user's rights: audits each rule whose whole-filter right changed. */
-  private auditCoverage(): void {
-    this.lookedUpAt = -Infinity;
-    const next = this.currentCoverage();
-    for (const [key, allowed] of next) {
-      if (this.coverage.get(key) === allowed) continue;
-      const direction = key.startsWith('out') ? 'out' : 'in';
-      const rule = this.rules[Number(key.slice(direction.length))]!;
-      this.log.audit(allowed ? 'bridge.rule.allowed' : 'bridge.rule.restricted', {
-        bridge: this.bridgeId,
-        runAs: this.username,
-        rule: rule.index,
-        direction,
-        filter: rule.localFilter,
-        effect: allowed ? 'every topic of the rule flows' : 'topics the user may not ' + (direction === 'out' ? 'read' : 'write') + ' stop at once',
-      });
-    }
-    this.coverage = next;
+    this.log.audit('bridge.runAs.changed', { bridge: this.bridgeId, runAs: this.username, rules, effect: 'applies from the next message; topics the user may no longer read (out) or write (in) stop at once' });
   }
 }

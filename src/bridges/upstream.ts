@@ -69,6 +69,17 @@ export const displayUrl = (url: string) => url.replace(/\/\/[^/@]*@/, '//***@');
 
 type MqttModule = typeof import('mqtt');
 
+/**
+ * mqtt.js has no option for the bridge bit of the CONNECT's protocol level (0x80 | 4); its packet
+ * writer (mqtt-packet) has one, `bridgeMode`. The client's packet writer is wrapped before it
+ * connects (manualConnect) so that the CONNECT carries it; every other packet passes unchanged.
+ */
+function markAsBridge(c: MqttClient): void {
+  const client = c as unknown as { _writePacket(packet: { cmd: string; bridgeMode?: boolean }, cb?: unknown): void };
+  const write = client._writePacket.bind(client);
+  client._writePacket = (packet, cb) => write(packet.cmd === 'connect' ? { ...packet, bridgeMode: true } : packet, cb);
+}
+
 export function createUpstream(options: RemoteOptions) {
   /** The remote refused the 3.1.1 bridge protocol level once: not asked again. */
   let privateRefused = false;
@@ -81,7 +92,9 @@ export function createUpstream(options: RemoteOptions) {
       keepalive: options.keepaliveSeconds,
       clean: false,
       resubscribe: false,
-      protocolVersion: options.protocolVersion === 5 ? 5 : options.tryPrivate && !privateRefused ? (132 as 4) : 4,
+      protocolVersion: options.protocolVersion,
+      // Connected below, once the CONNECT can be marked as a bridge's.
+      manualConnect: true,
       ...(options.username !== undefined ? { username: options.username } : {}),
       ...(options.password !== undefined ? { password: options.password } : {}),
       ...(options.protocolVersion === 5 ? { properties: { sessionExpiryInterval: options.sessionExpirySeconds } } : {}),
@@ -109,8 +122,9 @@ export function createUpstream(options: RemoteOptions) {
         reject(err);
         return;
       }
-      const askedPrivate = (opts.protocolVersion as number) === 132;
+      const askedPrivate = options.protocolVersion === 4 && options.tryPrivate && !privateRefused;
       const c: MqttClient = mqtt.connect(url, opts);
+      if (askedPrivate) markAsBridge(c);
       let settled = false;
       let closed = false;
       // A broker that accepts TCP and then says nothing (a stalled link) is given up after the connect timeout.
@@ -190,6 +204,7 @@ export function createUpstream(options: RemoteOptions) {
           },
         });
       });
+      c.connect();
     });
   }
 
