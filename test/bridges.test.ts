@@ -2,6 +2,8 @@
 // proxy the test controls for every outage: forward and back with prefixes, failover between
 // URLs and a stalled link, queue limits, the runAs user's rights (also revoked while it runs),
 // two gateways bridged both ways without a loop, and invalid bridge files.
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { connect, endAllClients, subscribe, withTimeout } from './support/mqtt-test-kit.js';
 import { ADMIN_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
@@ -17,12 +19,12 @@ describe('bridges to an upstream Mosquitto', function () {
   let admin: string;
 
   before(async () => {
-    mosquitto = await startMosquitto();
+    mosquitto = await startMosquitto({ websocket: true, tls: true });
   });
   after(async () => mosquitto?.close());
   beforeEach(async () => {
     proxy = await startTcpProxy({ port: mosquitto.port });
-    gw = await startGateway();
+    gw = await startGateway({ overrides: { mqtt: { sysIntervalSeconds: 1 } } });
     admin = await gw.login();
   });
   afterEach(async () => {
@@ -121,6 +123,11 @@ describe('bridges to an upstream Mosquitto', function () {
     for (let n = 1; n <= 8; n++) await device.publishAsync('plant/m', String(n), { qos: 1 });
     const full = await bridgeState(gw, 'q.b', (v) => v.queue.messages === 5);
     expect(full.queue.dropped.maxMessages).to.equal(3);
+    const sys = (await import('./support/mqtt-test-kit.js')).collect(device);
+    await subscribe(device, ['$SYS/broker/bridges/q.b/#', '$SYS/broker/connection/q.b/state'], 0);
+    await sys.until((m) => m.topic === '$SYS/broker/bridges/q.b/queue/messages' && m.payload === '5', 5000);
+    await sys.until((m) => m.topic === '$SYS/broker/bridges/q.b/queue/dropped/maxMessages' && m.payload === '3', 5000);
+    await sys.until((m) => m.topic === '$SYS/broker/connection/q.b/state' && m.payload === '0', 5000);
     expect(gw.logs().filter((l) => l.message === 'bridge queue drops messages')).to.have.lengthOf(1);
     proxy.restore();
     await up.inbox.until((m) => m.payload === '8', 10_000);
@@ -130,6 +137,26 @@ describe('bridges to an upstream Mosquitto', function () {
     expect(ended).to.deep.include({ dropped: { maxMessages: 3 } });
     const metrics = await gw.api('GET', '/metrics', { token: admin });
     expect(metrics.body).to.match(/gatewayd_bridge_dropped_total\{bridge="q.b",reason="max_messages"\} 3/);
+  });
+
+  it('drains a backlog at drainRatePerSecond over a slow link, live messages behind it in order', async () => {
+    await gw.userWith([{ context: 'mqtt', resource: 'plant/#', operation: 'read' }], 'bridge-d');
+    await putService(gw, admin, 'd', bridgeService('b', { urls: [`mqtt://127.0.0.1:${proxy.port}`], runAs: 'bridge-d', topics: [{ pattern: 'plant/#', direction: 'out', qos: 1 }], queue: { drainRatePerSecond: 20 } }));
+    await bridgeState(gw, 'd.b');
+    const up = await upstreamClient(mosquitto.port);
+    await subscribe(up.client, 'plant/#', 1);
+    proxy.cut();
+    await bridgeState(gw, 'd.b', (v) => v.currentState !== 'connected');
+    const device = await local();
+    for (let n = 1; n <= 30; n++) await device.publishAsync('plant/backlog', String(n), { qos: 1 });
+    proxy.slow(4000);
+    await bridgeState(gw, 'd.b');
+    const started = Date.now();
+    await device.publishAsync('plant/live', 'live', { qos: 1 });
+    await up.inbox.until((m) => m.payload === 'live', 15_000);
+    // A second's burst (20), then 20 per second: the other 10 and the live one take at least half a second.
+    expect(Date.now() - started).to.be.at.least(400);
+    expect(up.inbox.messages.map((m) => m.payload)).to.deep.equal([...[...Array(30).keys()].map((i) => String(i + 1)), 'live']);
   });
 
   it('never sends what runAs may not read, and stops a flow at once when the permission is revoked (audited)', async () => {
@@ -197,6 +224,29 @@ describe('bridges to an upstream Mosquitto', function () {
     } finally {
       await other.stop();
     }
+  });
+
+  it('connects over mqtts with a client certificate from the data directory, and over ws', async () => {
+    await gw.userWith([{ context: 'mqtt', resource: 'plant/#', operation: 'read' }], 'bridge-tls');
+    const tls = mosquitto.tls!;
+    mkdirSync(join(gw.dataDir, 'bridge-certs'));
+    for (const [from, to] of [[tls.ca, 'ca.pem'], [tls.clientCert, 'gw.pem'], [tls.clientKey, 'gw.key']]) copyFileSync(from!, join(gw.dataDir, 'bridge-certs', to!));
+    const files = { caFile: 'bridge-certs/ca.pem', certFile: 'bridge-certs/gw.pem', keyFile: 'bridge-certs/gw.key' };
+    const topics = (prefix: string) => [{ pattern: 'plant/#', direction: 'out', qos: 1, remotePrefix: prefix }];
+    await putService(gw, admin, 'tls', bridgeService('b', { urls: [`mqtts://127.0.0.1:${tls.port}`], runAs: 'bridge-tls', remote: files, topics: topics('tls/') }));
+    await putService(gw, admin, 'ws', bridgeService('b', { urls: [`ws://127.0.0.1:${mosquitto.wsPort}`], runAs: 'bridge-tls', topics: topics('ws/') }));
+    await putService(gw, admin, 'nocert', bridgeService('b', { urls: [`mqtts://127.0.0.1:${tls.port}`], runAs: 'bridge-tls', remote: { ...files, caFile: 'bridge-certs/missing.pem' }, topics: topics('x/') }));
+    await bridgeState(gw, 'tls.b');
+    await bridgeState(gw, 'ws.b');
+    const refused = await bridgeState(gw, 'nocert.b', (v) => v.currentState === 'reconnecting');
+    expect(refused.message).to.include('cannot read caFile missing.pem');
+    const up = await upstreamClient(mosquitto.port);
+    await subscribe(up.client, '#', 1);
+    const device = await local();
+    await device.publishAsync('plant/a', 'over-tls-and-ws', { qos: 1 });
+    await up.inbox.until((m) => m.topic === 'tls/plant/a');
+    await up.inbox.until((m) => m.topic === 'ws/plant/a');
+    expect(up.inbox.messages.filter((m) => m.topic === 'x/plant/a')).to.deep.equal([]);
   });
 
   it('refuses a bridge file with a wrong URL or an unknown runAs, naming the path of each problem', async () => {

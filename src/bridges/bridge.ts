@@ -104,7 +104,9 @@ export class Bridge {
     const { def, queue, log } = deps;
     this.now = deps.now ?? Date.now;
     this.rules = compileRules(def.topics);
-    this.upstream = createUpstream(def.remote);
+    this.upstream = createUpstream(def.remote, () =>
+      log.info('upstream refused the MQTT 3.1.1 bridge protocol level (try_private): connecting as a plain client; its own messages sent back are recognised and dropped', { id: def.id }),
+    );
     this.runAs = new RunAs(def.id, def.runAs, this.rules, deps.access, log, this.now, () => this.changedRights());
     queue.limits = { maxMessages: def.queue.maxMessages, maxBytes: def.queue.maxBytes, maxAgeSeconds: def.queue.maxAgeSeconds };
     this.unready = queue.onReady(() => this.schedulePump());

@@ -68,6 +68,7 @@ export function linkErrorText(err: unknown): string {
 export const displayUrl = (url: string) => url.replace(/\/\/[^/@]*@/, '//***@');
 
 type MqttModule = typeof import('mqtt');
+const CLOSED_BEFORE_CONNACK = 'connection closed before CONNACK';
 
 /**
  * mqtt.js has no option for the bridge bit of the CONNECT's protocol level (0x80 | 4); its packet
@@ -80,9 +81,10 @@ function markAsBridge(c: MqttClient): void {
   client._writePacket = (packet, cb) => write(packet.cmd === 'connect' ? { ...packet, bridgeMode: true } : packet, cb);
 }
 
-export function createUpstream(options: RemoteOptions) {
+export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => void) {
   /** The remote refused the 3.1.1 bridge protocol level once: not asked again. */
   let privateRefused = false;
+  let refusalSeen = false;
 
   const clientOptions = (): IClientOptions => {
     const o: IClientOptions = {
@@ -133,12 +135,14 @@ export function createUpstream(options: RemoteOptions) {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        if (askedPrivate && err.code === 1) privateRefused = true;
+        // Refused with "unacceptable protocol version" (Mosquitto's answer) or closed without a
+        // word (RabbitMQ's): asked again at once as a plain 3.1.1 client.
+        if (askedPrivate && (err.code === 1 || err.message === CLOSED_BEFORE_CONNACK)) privateRefused = true;
         c.end(true);
         reject(err);
       }
       c.on('error', (err) => fail(err));
-      c.once('close', () => fail(new Error('connection closed before CONNACK')));
+      c.once('close', () => fail(new Error(CLOSED_BEFORE_CONNACK)));
       c.handleMessage = (packet, callback) => {
         const p = packet as IPublishPacket;
         const m: IncomingMessage = { topic: p.topic, payload: Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload), qos: p.qos, retain: p.retain };
@@ -222,7 +226,9 @@ export function createUpstream(options: RemoteOptions) {
           return await attempt(mqtt, url, handlers);
         } catch (err) {
           // A 3.1.1 broker that refused the bridge protocol level: at once again without it.
-          if (privateRefused && options.tryPrivate && (err as { code?: number }).code === 1) {
+          if (privateRefused && !refusalSeen) {
+            refusalSeen = true;
+            onPrivateRefused?.();
             try {
               return await attempt(mqtt, url, handlers);
             } catch (again) {

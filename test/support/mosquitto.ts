@@ -3,7 +3,7 @@
 // WebSocket when asked), anonymous clients allowed. `config` adds lines (a bridge `connection`
 // block for the benchmark's comparison). kill() is SIGKILL; start() again runs it on the same
 // port and data directory.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,8 @@ export interface Mosquitto {
   port: number;
   /** The WebSocket listener's port (0 without websocket: true). */
   wsPort: number;
+  /** With tls: true, a TLS listener that requires a client certificate signed by `ca`. */
+  tls?: { port: number; ca: string; clientCert: string; clientKey: string };
   url: string;
   dir: string;
   /** Its process id while it runs. */
@@ -34,6 +36,8 @@ export interface Mosquitto {
 export interface MosquittoOptions {
   persistence?: boolean;
   websocket?: boolean;
+  /** A TLS listener (mqtts) that requires a client certificate (made with openssl). */
+  tls?: boolean;
   /** Extra configuration lines (after the listeners). */
   config?: string[];
 }
@@ -62,10 +66,27 @@ function accepts(port: number): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A CA, a server certificate for 127.0.0.1 / localhost and a client certificate, made with openssl. */
+function makeCertificates(dir: string) {
+  const f = (name: string) => join(dir, name);
+  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  writeFileSync(f('server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  writeFileSync(f('client.ext'), 'extendedKeyUsage=clientAuth\n');
+  ssl('req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=gatewayd test upstream CA');
+  for (const [name, cn] of [['server', 'localhost'], ['client', 'site-a-gw1']]) {
+    ssl('req', ...ec, '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=${cn}`);
+    ssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f(`${name}.pem`), '-days', '2', '-extfile', f(`${name}.ext`));
+  }
+  return { ca: f('ca.pem'), serverCert: f('server.pem'), serverKey: f('server.key'), clientCert: f('client.pem'), clientKey: f('client.key') };
+}
+
 export async function startMosquitto(options: MosquittoOptions = {}): Promise<Mosquitto> {
   const dir = mkdtempSync(join(tmpdir(), 'gatewayd-mosquitto-'));
   const port = await freePort();
   const wsPort = options.websocket ? await freePort() : 0;
+  const tlsPort = options.tls ? await freePort() : 0;
+  const certs = options.tls ? makeCertificates(dir) : undefined;
   const confPath = join(dir, 'mosquitto.conf');
   writeFileSync(
     confPath,
@@ -86,6 +107,9 @@ export async function startMosquitto(options: MosquittoOptions = {}): Promise<Mo
       'max_inflight_messages 0',
       `listener ${port} 127.0.0.1`,
       ...(wsPort ? [`listener ${wsPort} 127.0.0.1`, 'protocol websockets'] : []),
+      ...(certs
+        ? [`listener ${tlsPort} 127.0.0.1`, `cafile ${certs.ca}`, `certfile ${certs.serverCert}`, `keyfile ${certs.serverKey}`, 'require_certificate true', 'use_identity_as_username true']
+        : []),
       ...(options.config ?? []),
       '',
     ].join('\n'),
@@ -105,7 +129,7 @@ export async function startMosquitto(options: MosquittoOptions = {}): Promise<Mo
       child = proc;
       const deadline = Date.now() + 10_000;
       while (!gone && Date.now() < deadline) {
-        if ((await accepts(port)) && (!wsPort || (await accepts(wsPort)))) return;
+        if ((await accepts(port)) && (!wsPort || (await accepts(wsPort))) && (!tlsPort || (await accepts(tlsPort)))) return;
         await sleep(50);
       }
       await stopWith('SIGKILL');
@@ -132,6 +156,7 @@ export async function startMosquitto(options: MosquittoOptions = {}): Promise<Mo
   return {
     port,
     wsPort,
+    ...(certs ? { tls: { port: tlsPort, ca: certs.ca, clientCert: certs.clientCert, clientKey: certs.clientKey } } : {}),
     url: `mqtt://127.0.0.1:${port}`,
     dir,
     pid: () => child?.pid,
