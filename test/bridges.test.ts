@@ -159,6 +159,41 @@ describe('bridges to an upstream Mosquitto', function () {
     expect(up.inbox.messages.map((m) => m.payload)).to.deep.equal([...[...Array(30).keys()].map((i) => String(i + 1)), 'live']);
   });
 
+  it('holds the link down on disconnect while the queue fills, keeps the queue across a changed definition, drops it with the bridge', async () => {
+    await gw.userWith([{ context: 'mqtt', resource: 'plant/#', operation: 'read' }], 'bridge-op');
+    const spec = { urls: [`mqtt://127.0.0.1:${proxy.port}`], runAs: 'bridge-op', topics: [{ pattern: 'plant/#', direction: 'out', qos: 1 }] };
+    await putService(gw, admin, 'op', bridgeService('b', spec));
+    await bridgeState(gw, 'op.b');
+    const up = await upstreamClient(mosquitto.port);
+    await subscribe(up.client, 'plant/#', 1);
+    const off = await gw.api('PUT', '/api/bridges/op.b/operation', { token: admin, body: { operation: 'disconnect' } });
+    expect(off.status).to.equal(200);
+    expect(off.body.targetState).to.equal('disabled');
+    await bridgeState(gw, 'op.b', (v) => v.currentState === 'disabled');
+    const device = await local();
+    await device.publishAsync('plant/a', '1', { qos: 1 });
+    // A changed definition restarts the bridge with its queue; the file's target applies again (as for connections).
+    await putService(gw, admin, 'op', bridgeService('b', { ...spec, queue: { maxMessages: 1000 } }));
+    const restarted = await bridgeState(gw, 'op.b', (v) => v.queue.limits.maxMessages === 1000);
+    expect(restarted.targetState).to.equal('connected');
+    await device.publishAsync('plant/a', '2', { qos: 1 });
+    await up.inbox.until((m) => m.payload === '2');
+    expect(up.inbox.messages.map((m) => m.payload)).to.deep.equal(['1', '2']);
+    expect((await gw.api('PUT', '/api/bridges/op.nope/operation', { token: admin, body: { operation: 'connect' } })).status).to.equal(404);
+    expect((await gw.api('PUT', '/api/bridges/op.b/operation', { token: admin, body: { operation: 'enable' } })).status).to.equal(400);
+
+    // Removed from the files: stopped, and its queue goes with it.
+    await gw.api('PUT', '/api/bridges/op.b/operation', { token: admin, body: { operation: 'disconnect' } });
+    await bridgeState(gw, 'op.b', (v) => v.currentState === 'disabled');
+    await device.publishAsync('plant/a', '3', { qos: 1 });
+    expect((await gw.api('DELETE', '/api/services/op', { token: admin })).status).to.equal(200);
+    expect((await gw.api('GET', '/api/bridges/op.b', { token: admin })).status).to.equal(404);
+    await putService(gw, admin, 'op', bridgeService('b', spec));
+    const fresh = await bridgeState(gw, 'op.b');
+    expect(fresh.queue.messages).to.equal(0);
+    expect(gw.logs().find((l) => l.message === 'bridge removed: its queue is deleted')).to.deep.include({ id: 'op.b', messages: 1 });
+  });
+
   it('never sends what runAs may not read, and stops a flow at once when the permission is revoked (audited)', async () => {
     const user = await gw.userWith([{ context: 'mqtt', resource: 'plant/allowed/#', operation: 'read' }], 'bridge-r');
     await putService(gw, admin, 'r', bridgeService('b', { urls: [`mqtt://127.0.0.1:${proxy.port}`], runAs: 'bridge-r', topics: [{ pattern: 'plant/#', direction: 'out', qos: 1 }] }));
