@@ -77,7 +77,14 @@ describe('bridges to an upstream Mosquitto', function () {
     expect(res.body.queue).to.deep.include({ messages: 0, bytes: 0 });
     const list = await gw.api('GET', '/api/bridges', { token: admin });
     expect(list.body.map((b: { id: string }) => b.id)).to.deep.equal(['cloud.uplink']);
-    for (const text of [JSON.stringify(res.body), JSON.stringify(list.body), JSON.stringify(gw.logs())]) expect(text).not.to.include('cloud-secret-123');
+    const asYaml = await gw.api('GET', '/api/services/cloud', { token: admin, headers: { accept: 'application/yaml' } });
+    const asJson = await gw.api('GET', '/api/services/cloud', { token: admin });
+    expect(asJson.body.resources.uplink.properties.remote.password).to.equal('********');
+    for (const text of [JSON.stringify(res.body), JSON.stringify(list.body), JSON.stringify(gw.logs()), asYaml.body, JSON.stringify(asJson.body)]) expect(text).not.to.include('cloud-secret-123');
+    // What was read can be written back: the redacted password stands for the stored one.
+    const back = await gw.api('PUT', '/api/services/cloud', { token: admin, body: asJson.body });
+    expect(back.status).to.equal(200);
+    expect(back.body.changes.unchanged).to.deep.equal(['cloud.uplink']);
     const metrics = await gw.api('GET', '/metrics', { token: admin });
     expect(metrics.body).to.match(/gatewayd_bridge_forwarded_total\{bridge="cloud.uplink"\} 1/);
     expect(metrics.body).to.match(/gatewayd_bridge_connected\{bridge="cloud.uplink"\} 1/);

@@ -16,6 +16,7 @@ import { writeFileAtomicAsync } from '../store/write-file-atomic.js';
 import type { ResourceChanges } from './definition-diff.js';
 import { loadServiceDir, type ServiceFile } from './service-dir.js';
 import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ParseOptions, type ServiceDef } from './service-files.js';
+import { redactSecrets, restoreSecrets } from './service-secrets.js';
 
 /** A service as GET /api/services lists it. */
 export interface ServiceSummary {
@@ -49,9 +50,12 @@ export interface ServiceCatalog {
   /** Stops watching; changes queued after this are dropped. */
   close(): Promise<void>;
   list(): ServiceSummary[];
-  /** The file's text as it is on disk now. */
+  /** The file's text as it is on disk now, its passwords redacted (service-secrets.ts). */
   read(id: string): { text: string; summary: ServiceSummary };
-  /** Validates, writes atomically, applies; resolves when the runtime runs it. */
+  /**
+   * Validates, writes atomically, applies; resolves when the runtime runs it. A redacted
+   * password in `text` stands for the one the file has there.
+   */
   put(id: string, text: string): Promise<{ created: boolean; summary: ServiceSummary; changes: ResourceChanges }>;
   validate(id: string, text: string): ServiceValidation;
   remove(id: string): Promise<ResourceChanges>;
@@ -254,6 +258,16 @@ export function createServiceCatalog(deps: {
       throw err;
     }
   };
+  /** The text of the service's file on disk now (undefined: none). */
+  const currentText = (id: string): string | undefined => {
+    const e = entries.get(id);
+    if (!e) return undefined;
+    try {
+      return readFileSync(e.file, 'utf8');
+    } catch {
+      return undefined;
+    }
+  };
   const notWritable = (err: unknown): never => {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') {
@@ -286,15 +300,16 @@ export function createServiceCatalog(deps: {
     read(id) {
       const e = get(id);
       try {
-        return { text: readFileSync(e.file, 'utf8'), summary: summary(e) };
+        return { text: redactSecrets(readFileSync(e.file, 'utf8')), summary: summary(e) };
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError('Service not found');
         throw err;
       }
     },
-    put(id, text) {
+    put(id, sent) {
       checkId(id);
       return enqueue(async () => {
+        const text = restoreSecrets(sent, currentText(id));
         const service = parse(id, text);
         const file = fileOf(id);
         const created = !entries.has(id);
@@ -313,8 +328,9 @@ export function createServiceCatalog(deps: {
         return { created, summary: summary(entry), changes };
       });
     },
-    validate(id, text) {
+    validate(id, sent) {
       checkId(id);
+      const text = restoreSecrets(sent, currentText(id));
       try {
         const service = parseServiceFile(id, fileOf(id), text, parseOptions);
         const others = runningServices().filter((s) => s.id !== id);

@@ -227,6 +227,14 @@ function schemaProblems(validate: ValidateFunction, value: unknown, path: string
   return out.length ? out : [{ path, reason: 'invalid' }];
 }
 
+/** The YAML document of a service file (tags kept as values: see refName), for edits that keep comments. */
+export function parseServiceDocument(text: string): Yaml.Document.Parsed {
+  return yaml().parseDocument(text, { customTags, uniqueKeys: true });
+}
+
+/** The parameter or resource a `!ref` value names (undefined for any other value). */
+export const refName = (value: unknown): string | undefined => (value instanceof Ref ? value.name : undefined);
+
 export const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 /** The YAML text of a service file as JSON: `!ref x` becomes {"!ref": "x"}, `!sub t` {"!sub": "t"}. */
 export function serviceTextToJson(text: string): unknown {
