@@ -97,6 +97,8 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
       protocolVersion: options.protocolVersion,
       // Connected below, once the CONNECT can be marked as a bridge's.
       manualConnect: true,
+      // mqtt.js logs through `debug` several times per packet; the bridge logs what matters itself.
+      log: () => {},
       ...(options.username !== undefined ? { username: options.username } : {}),
       ...(options.password !== undefined ? { password: options.password } : {}),
       ...(options.protocolVersion === 5 ? { properties: { sessionExpiryInterval: options.sessionExpirySeconds } } : {}),

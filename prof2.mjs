@@ -1,0 +1,12 @@
+import { startGateway, ADMIN_PASSWORD } from './dist/test/support/harness.js';
+import mqtt from 'mqtt';
+const gw = await startGateway({ overrides: { log: { level: 'warn' }, mqtt: { maxPublishesPerSecond: 10000000 } } });
+const up = await mqtt.connectAsync({ host: '127.0.0.1', port: gw.ports.mqtt, username: 'admin', password: ADMIN_PASSWORD, reconnectPeriod: 0 });
+let got = 0; up.on('message', () => got++); await up.subscribeAsync('bench/#', { qos: 1 });
+const pub = await mqtt.connectAsync({ host: '127.0.0.1', port: gw.ports.mqtt, username: 'admin', password: ADMIN_PASSWORD, reconnectPeriod: 0 });
+const N = Number(process.env.N ?? 20000);
+const c0 = process.cpuUsage(); const t0 = performance.now();
+await new Promise((resolve) => { let sent = 0, acked = 0; const next = () => { while (sent < N && sent - acked < 100) { pub.publish('bench/x', Buffer.alloc(64, 'x'), { qos: 1 }, () => { if (++acked === N) resolve(); else next(); }); sent++; } }; next(); });
+while (got < N) await new Promise(r => setTimeout(r, 5));
+const c = process.cpuUsage(c0); console.log('user', c.user / N, 'sys', c.system / N, 'msg/s', N / ((performance.now() - t0) / 1000));
+await pub.endAsync(); await up.endAsync(); await gw.stop();
