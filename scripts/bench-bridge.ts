@@ -9,19 +9,16 @@
 //  (c) what each loses of BENCH_BRIDGE_KILL (2,000) QoS 1 messages it acknowledged during an
 //      outage when it is killed with SIGKILL before the link comes back.
 // Bounded: fixed counts, every wait has a deadline, every process is stopped at the end.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import mqtt, { type MqttClient } from 'mqtt';
 import { startMosquitto, type Mosquitto } from '../test/support/mosquitto.js';
 import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.js';
-import { shippedNodeFlags } from './bench-footprint.js';
+import { shippedNodeFlags, spawnBenchDaemon } from './bench-footprint.js';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const mainScript = join(root, 'dist/src/main.js');
 const ADMIN_PASSWORD = 'Bench-Passw0rd!';
 const MESSAGES = Number(process.env.BENCH_BRIDGE_MESSAGES ?? 20_000);
 const BACKLOG = Number(process.env.BENCH_BRIDGE_BACKLOG ?? 100_000);
@@ -104,22 +101,8 @@ async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
   let child: ChildProcess;
   let ports = { http: 0, mqtt: 0 };
   const start = async () => {
-    child = spawn(process.execPath, [...shippedNodeFlags(), mainScript], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        GATEWAYD_DATA_DIR: dataDir,
-        GATEWAYD_HOST: '127.0.0.1',
-        GATEWAYD_HTTP_PORT: '0',
-        GATEWAYD_MQTT_PORT: '0',
-        GATEWAYD_MQTTS_PORT: '0',
-        GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-        GATEWAYD_LOG_LEVEL: 'warn',
-        GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
-        // One publisher sends as fast as it can: above the per-client default of 1,000/s.
-        GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '10000000',
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    // One publisher sends as fast as it can: above the per-client default of 1,000/s.
+    child = spawnBenchDaemon(dataDir, shippedNodeFlags(), { GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '10000000' }, ADMIN_PASSWORD);
     const ready = await new Promise<Record<string, number>>((resolve, reject) => {
       createInterface({ input: child.stdout! }).on('line', (l) => {
         if (l.includes('"ready"')) resolve(JSON.parse(l) as Record<string, number>);

@@ -46,10 +46,12 @@ export interface DaemonStart {
   rssMiB: number;
 }
 
-/** Spawns the daemon on `dataDir`, times it to its ready line, reads its RSS after 2 s of idle, stops it. */
-export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
-  const started = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...nodeFlags, mainScript], {
+/**
+ * The daemon process as a benchmark runs it: `npm start`'s Node flags (or `nodeFlags`), free
+ * loopback ports, logs at warn, services in <dataDir>/services; `env` adds settings.
+ */
+export function spawnBenchDaemon(dataDir: string, nodeFlags: string[], env: Record<string, string> = {}, adminPassword = ADMIN_PASSWORD) {
+  return spawn(process.execPath, [...nodeFlags, mainScript], {
     env: {
       PATH: process.env.PATH ?? '',
       GATEWAYD_DATA_DIR: dataDir,
@@ -57,12 +59,19 @@ export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): 
       GATEWAYD_HTTP_PORT: '0',
       GATEWAYD_MQTT_PORT: '0',
       GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      GATEWAYD_ADMIN_PASSWORD: adminPassword,
       GATEWAYD_LOG_LEVEL: 'warn',
       GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+}
+
+/** Spawns the daemon on `dataDir`, times it to its ready line, reads its RSS after 2 s of idle, stops it. */
+export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
+  const started = process.hrtime.bigint();
+  const child = spawnBenchDaemon(dataDir, nodeFlags);
   try {
     await new Promise<void>((resolve, reject) => {
       createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"ready"') && resolve());

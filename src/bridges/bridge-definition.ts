@@ -4,6 +4,7 @@
 // in. Defaults follow Mosquitto's bridges where the issue is silent (README "Bridges").
 import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { ruleProblems, type TopicRuleSpec } from './topic-rules.js';
+import type { RemoteOptions } from './upstream.js';
 
 type Schema = Record<string, unknown>;
 
@@ -99,23 +100,7 @@ export const bridgeSchema: Schema = {
 /** A bridge's properties with every default filled in (what runs). */
 export interface BridgeDefinition {
   id: string;
-  remote: {
-    urls: string[];
-    protocolVersion: 4 | 5;
-    clientId: string;
-    username?: string;
-    password?: string;
-    caFile?: string;
-    certFile?: string;
-    keyFile?: string;
-    keepaliveSeconds: number;
-    connectTimeoutMs: number;
-    sessionExpirySeconds: number;
-    tryPrivate: boolean;
-    maxInflight: number;
-    reconnectMinSeconds: number;
-    reconnectMaxSeconds: number;
-  };
+  remote: RemoteOptions & { maxInflight: number; reconnectMinSeconds: number; reconnectMaxSeconds: number };
   runAs: string;
   topics: Required<TopicRuleSpec>[];
   queue: { maxMessages: number; maxBytes: number; maxAgeSeconds: number; drainRatePerSecond: number };

@@ -5,10 +5,13 @@
 // port and data directory.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect as tcpConnect } from 'node:net';
+import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { freePort } from './rabbitmq.js';
+
+export { freePort };
 export const MOSQUITTO = '/usr/sbin/mosquitto';
 
 export interface Mosquitto {
@@ -40,17 +43,6 @@ export interface MosquittoOptions {
   tls?: boolean;
   /** Extra configuration lines (after the listeners). */
   config?: string[];
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function accepts(port: number): Promise<boolean> {
