@@ -190,6 +190,7 @@ describe('bridges to an upstream Mosquitto', function () {
     expect((await gw.api('PUT', '/api/bridges/op.b/operation', { token: admin, body: { operation: 'enable' } })).status).to.equal(400);
 
     // Removed from the files: stopped, and its queue goes with it.
+    await bridgeState(gw, 'op.b', (v) => v.queue.messages === 0);
     await gw.api('PUT', '/api/bridges/op.b/operation', { token: admin, body: { operation: 'disconnect' } });
     await bridgeState(gw, 'op.b', (v) => v.currentState === 'disabled');
     await device.publishAsync('plant/a', '3', { qos: 1 });
