@@ -3,21 +3,21 @@
 // on disk); the sender takes the queue in order to the upstream broker, at most `maxInflight`
 // unacknowledged and `drainRatePerSecond` per second, and a message leaves the queue only when
 // upstream acknowledged it. Its in rules subscribe upstream and publish what the user may write
-// on the gateway's broker. States: connecting → connected; a failed attempt or a lost link →
-// reconnecting (the reason in `message`), tried again after reconnectMinSeconds doubling to
-// reconnectMaxSeconds; `disabled` when its target is: the link is closed, the queue still takes
-// messages (store-and-forward goes on; nothing is lost while an operator holds the link down).
+// on the gateway's broker. The link's states are link-keeper.ts's; while `disabled` the queue
+// still takes messages (store-and-forward goes on; nothing is lost while an operator holds the
+// link down).
 import type { Logger } from '../log/index.js';
-import type { BridgeQueue, DropReason, QueueFigures } from './bridge-queue.js';
+import type { BridgeQueue, QueueFigures } from './bridge-queue.js';
 import type { BridgeDefinition } from './bridge-definition.js';
 import { EchoFilter } from './echo-filter.js';
-import type { MessageProperties } from './queue-record.js';
+import { pickProperties, type MessageProperties } from './queue-record.js';
+import { DropEpisodes, TokenBucket } from './flow-control.js';
 import { RunAs, type BridgeAccess } from './run-as.js';
 import { bringsIn, compileRules, inRuleFor, localFilters, localTopicOf, outRuleFor, remoteTopicOf, type TopicRule } from './topic-rules.js';
-import { createUpstream, displayUrl, linkErrorText, type IncomingMessage, type OpenLink, type Upstream } from './upstream.js';
+import { createUpstream, displayUrl, type IncomingMessage } from './upstream.js';
+import { LinkKeeper, type BridgeState, type BridgeTarget } from './link-keeper.js';
 
-export type BridgeState = 'connecting' | 'connected' | 'reconnecting' | 'disabled';
-export type BridgeTarget = 'connected' | 'disabled';
+export type { BridgeState, BridgeTarget } from './link-keeper.js';
 
 /** A message published on the gateway's broker, as a tap sees it. */
 export interface TappedMessage {
@@ -73,30 +73,19 @@ export interface BridgeDeps {
 const AGE_CHECK_MS = 1000;
 
 export class Bridge {
-  current: BridgeState = 'disabled';
-  target: BridgeTarget = 'connected';
-  message: string | undefined;
   private readonly rules: TopicRule[];
   private readonly runAs: RunAs;
-  private readonly upstream: Upstream;
-  private link: OpenLink | undefined;
-  /** Bumped at every new or lost link: callbacks of an older link are ignored. */
-  private generation = 0;
-  private attempt = 0;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private connecting = false;
-  private stopped = false;
+  private readonly keeper: LinkKeeper;
   private readonly untaps: (() => void)[] = [];
   /** Payloads this bridge published on the gateway's broker: never sent back out. */
   private readonly inbound = new WeakSet<Buffer>();
   private readonly echoes = new EchoFilter();
   private readonly counters = { forwarded: 0, received: 0, refusedOut: 0, refusedIn: 0 };
   private pumpScheduled = false;
-  private tokens = 0;
-  private tokensAt = 0;
+  private readonly rate: TokenBucket;
   private rateTimer: NodeJS.Timeout | undefined;
   private readonly ageTimer: NodeJS.Timeout;
-  private readonly dropEpisode = new Map<DropReason, number>();
+  private readonly drops: DropEpisodes;
   private readonly unready: () => void;
   private readonly now: () => number;
 
@@ -104,13 +93,31 @@ export class Bridge {
     const { def, queue, log } = deps;
     this.now = deps.now ?? Date.now;
     this.rules = compileRules(def.topics);
-    this.upstream = createUpstream(def.remote, () =>
-      log.info('upstream refused the MQTT 3.1.1 bridge protocol level (try_private): connecting as a plain client; its own messages sent back are recognised and dropped', { id: def.id }),
-    );
-    this.runAs = new RunAs(def.id, def.runAs, this.rules, deps.access, log, this.now, () => this.changedRights());
+    this.runAs = new RunAs(def.id, def.runAs, this.rules, deps.access, log, this.now, () => deps.changed());
+    this.keeper = new LinkKeeper({
+      id: def.id,
+      upstream: createUpstream(def.remote, () =>
+        log.info('upstream refused the MQTT 3.1.1 bridge protocol level (try_private): connecting as a plain client; its own messages sent back are recognised and dropped', { id: def.id }),
+      ),
+      backoff: def.remote,
+      log,
+      subscriptions: this.rules.filter(bringsIn).map((r) => ({ filter: r.remoteFilter, qos: r.qos })),
+      message: (m) => this.bringIn(m),
+      up: () => this.schedulePump(),
+      down: () => {
+        queue.connectionLost();
+        this.echoes.clear();
+      },
+      changed: deps.changed,
+    });
     queue.limits = { maxMessages: def.queue.maxMessages, maxBytes: def.queue.maxBytes, maxAgeSeconds: def.queue.maxAgeSeconds };
     this.unready = queue.onReady(() => this.schedulePump());
-    queue.onDrop = (reason, n) => this.noteDrop(reason, n);
+    this.rate = new TokenBucket(def.queue.drainRatePerSecond, this.now);
+    this.drops = new DropEpisodes(def.id, def.queue, log, () => queue.size);
+    queue.onDrop = (reason, n) => {
+      this.drops.note(reason, n);
+      deps.changed();
+    };
     this.ageTimer = setInterval(() => queue.enforceAge(), AGE_CHECK_MS);
     this.ageTimer.unref();
   }
@@ -118,47 +125,44 @@ export class Bridge {
   get id(): string {
     return this.deps.def.id;
   }
+  get current(): BridgeState {
+    return this.keeper.current;
+  }
+  get target(): BridgeTarget {
+    return this.keeper.target;
+  }
+  set target(t: BridgeTarget) {
+    this.keeper.target = t;
+  }
 
   /** Starts tapping the broker (the queue fills whatever the link does) and drives the state. */
   start(): void {
     const dp = this.deps.dataPlane;
     if (dp) for (const filter of localFilters(this.rules)) this.untaps.push(dp.tap(filter, (m, done) => this.take(filter, m, done)));
-    this.reconcile();
+    this.keeper.reconcile();
+  }
+
+  /** Drives currentState toward the target. */
+  reconcile(): void {
+    this.keeper.reconcile();
   }
 
   /** Stops for good: no more taps, the link closed; the queue stays (on disk). */
   async stop(): Promise<void> {
-    this.stopped = true;
     this.deps.stopped?.();
     for (const untap of this.untaps.splice(0)) untap();
-    this.cancelRetry();
     if (this.rateTimer) clearTimeout(this.rateTimer);
     clearInterval(this.ageTimer);
     this.unready();
     this.runAs.close();
     this.deps.queue.onDrop = () => {};
-    await this.closeLink();
-    this.set('disabled');
-  }
-
-  /** Drives currentState toward the target. */
-  reconcile(): void {
-    if (this.stopped) return;
-    if (this.target === 'disabled') {
-      this.cancelRetry();
-      if (this.link) void this.closeLink().then(() => this.reconcile());
-      else if (!this.connecting) this.set('disabled');
-      return;
-    }
-    if (this.link || this.connecting || this.retryTimer) return;
-    if (this.current === 'disabled') this.set('connecting');
-    this.connect();
+    await this.keeper.stop();
   }
 
   figures(): BridgeFigures {
     const f: BridgeFigures = {
       id: this.id,
-      state: this.current,
+      state: this.keeper.current,
       queue: this.deps.queue.figures(),
       forwarded: this.counters.forwarded,
       resent: this.deps.queue.resent,
@@ -166,110 +170,14 @@ export class Bridge {
       refused: { out: this.counters.refusedOut, in: this.counters.refusedIn },
       echoes: this.echoes.dropped,
     };
-    if (this.link) f.connectedTo = displayUrl(this.link.url);
+    const link = this.keeper.link;
+    if (link) f.connectedTo = displayUrl(link.url);
     return f;
   }
 
   /** Why the bridge is not where it should be, or what keeps its messages from flowing. */
   problem(): string | undefined {
-    return this.message ?? this.runAs.problem();
-  }
-
-  private set(state: BridgeState): void {
-    if (this.current === state) return;
-    this.deps.log.debug('bridge state', { id: this.id, from: this.current, to: state });
-    this.current = state;
-    this.deps.changed();
-  }
-
-  private connect(): void {
-    this.connecting = true;
-    const generation = ++this.generation;
-    this.upstream
-      .open({
-        message: (m) => (generation === this.generation ? this.bringIn(m) : Promise.resolve()),
-        lost: (reason) => {
-          if (generation === this.generation) this.lost(reason);
-        },
-      })
-      .then(
-        async (link) => {
-          const gone = () => this.stopped || this.target !== 'connected' || generation !== this.generation;
-          let error: unknown;
-          if (!gone()) {
-            try {
-              await link.subscribe(this.rules.filter(bringsIn).map((r) => ({ filter: r.remoteFilter, qos: r.qos })));
-            } catch (err) {
-              error = err;
-            }
-          }
-          if (gone() || error !== undefined) {
-            this.connecting = false;
-            await link.close();
-            return error !== undefined && generation === this.generation ? this.failed(error) : this.reconcile();
-          }
-          this.connecting = false;
-          this.link = link;
-          this.attempt = 0;
-          this.message = undefined;
-          this.deps.log.info('bridge connected', { id: this.id, url: displayUrl(link.url), sessionPresent: link.sessionPresent, queued: this.deps.queue.size });
-          this.set('connected');
-          this.schedulePump();
-        },
-        (err: unknown) => {
-          this.connecting = false;
-          if (this.stopped) return;
-          if (generation !== this.generation) return this.reconcile();
-          this.failed(err);
-        },
-      );
-  }
-
-  private failed(err: unknown): void {
-    this.message = linkErrorText(err);
-    if (this.target !== 'connected' || this.stopped) return this.reconcile();
-    if (this.retryTimer) return; // already scheduled (the link was lost while subscribing)
-    this.retry();
-  }
-
-  private retry(): void {
-    const { reconnectMinSeconds, reconnectMaxSeconds } = this.deps.def.remote;
-    const delay = Math.min(reconnectMinSeconds * 2 ** this.attempt, reconnectMaxSeconds) * 1000;
-    if (delay < reconnectMaxSeconds * 1000) this.attempt++;
-    this.deps.log.info('bridge connection failed, retrying', { id: this.id, retryInMs: delay, reason: this.message });
-    this.set('reconnecting');
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      this.reconcile();
-    }, delay);
-    this.retryTimer.unref();
-    this.deps.changed();
-  }
-
-  private cancelRetry(): void {
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = undefined;
-  }
-
-  private lost(reason: string): void {
-    this.generation++;
-    this.link = undefined;
-    this.deps.queue.connectionLost();
-    this.echoes.clear();
-    this.message = reason;
-    this.deps.log.warn('bridge connection lost', { id: this.id, reason, queued: this.deps.queue.size });
-    this.attempt = 0;
-    if (this.target === 'connected' && !this.stopped) this.retry();
-    else this.reconcile();
-  }
-
-  private async closeLink(): Promise<void> {
-    const link = this.link;
-    this.generation++;
-    this.link = undefined;
-    this.deps.queue.connectionLost();
-    this.echoes.clear();
-    if (link) await link.close();
+    return this.keeper.message ?? this.runAs.problem();
   }
 
   /** A message on the gateway's broker that the tap of `filter` saw. */
@@ -294,7 +202,7 @@ export class Bridge {
   }
 
   private schedulePump(): void {
-    if (this.pumpScheduled || !this.link) return;
+    if (this.pumpScheduled || !this.keeper.link) return;
     this.pumpScheduled = true;
     setImmediate(() => {
       this.pumpScheduled = false;
@@ -305,11 +213,11 @@ export class Bridge {
   /** Sends from the queue while the link is up, the in-flight window open and the rate allows. */
   private pump(): void {
     const { queue, def } = this.deps;
-    const link = this.link;
+    const link = this.keeper.link;
     if (!link) return;
     const window = Math.min(def.remote.maxInflight, link.receiveMaximum);
-    const generation = this.generation;
-    while (this.link === link && queue.inFlight < window && queue.waiting > 0) {
+    const generation = this.keeper.now;
+    while (this.keeper.link === link && queue.inFlight < window && queue.waiting > 0) {
       if (!this.takeToken()) return;
       const m = queue.next();
       if (!m) return;
@@ -332,12 +240,12 @@ export class Bridge {
       if (!link.noEcho && inRuleFor(this.rules, m.remoteTopic)) this.echoes.remember(m.remoteTopic, m.payload);
       const seq = m.seq;
       link.publish(m.remoteTopic, m.payload, { qos: m.qos, retain: m.retain, ...(properties ? { properties } : {}) }, (err) => {
-        if (generation !== this.generation) return; // that link is gone: the message is sent again
+        if (generation !== this.keeper.now) return; // that link is gone: the message is sent again
         if (err && (err as { refused?: boolean }).refused) queue.drop(seq, 'rejectedUpstream');
         else if (err) return; // the link is failing: lost() follows
         else if (queue.acknowledged(seq)) {
           this.counters.forwarded++;
-          if (this.dropEpisode.size) this.endDropEpisode();
+          this.drops.end();
           if (queue.size === 0) this.deps.changed(); // drained: waiters on the queue re-check
         }
         this.schedulePump();
@@ -345,22 +253,14 @@ export class Bridge {
     }
   }
 
-  /** Rate limit of the sender (token bucket, a second's burst). */
+  /** Rate limit of the sender: false (and a wake-up scheduled) when it must wait. */
   private takeToken(): boolean {
-    const rate = this.deps.def.queue.drainRatePerSecond;
-    if (rate <= 0) return true;
-    const t = this.now();
-    this.tokens = Math.min(rate, this.tokens + ((t - this.tokensAt) * rate) / 1000);
-    this.tokensAt = t;
-    if (this.tokens >= 1) {
-      this.tokens--;
-      return true;
-    }
+    if (this.rate.take()) return true;
     if (!this.rateTimer) {
       this.rateTimer = setTimeout(() => {
         this.rateTimer = undefined;
         this.schedulePump();
-      }, Math.ceil(((1 - this.tokens) * 1000) / rate));
+      }, this.rate.waitMs());
       this.rateTimer.unref();
     }
     return false;
@@ -387,35 +287,4 @@ export class Bridge {
     this.counters.received++;
   }
 
-  /** Called by the queue for each drop: the first of an episode is logged, the episode's total at its end. */
-  noteDrop(reason: DropReason, n: number): void {
-    const before = this.dropEpisode.get(reason);
-    this.dropEpisode.set(reason, (before ?? 0) + n);
-    this.deps.changed();
-    if (before === undefined) {
-      const q = this.deps.def.queue;
-      this.deps.log.warn('bridge queue drops messages', { id: this.id, reason, limits: { maxMessages: q.maxMessages, maxBytes: q.maxBytes, maxAgeSeconds: q.maxAgeSeconds }, queued: this.deps.queue.size });
-    }
-  }
-
-  private endDropEpisode(): void {
-    this.deps.log.info('bridge queue dropped messages', { id: this.id, dropped: Object.fromEntries(this.dropEpisode) });
-    this.dropEpisode.clear();
-  }
-
-  private changedRights(): void {
-    this.deps.changed();
-  }
-}
-
-/** The MQTT 5 properties a bridged message keeps (topic aliases and subscription ids are per connection). */
-export function pickProperties(p: MessageProperties): MessageProperties | undefined {
-  const out: MessageProperties = {};
-  if (p.contentType !== undefined) out.contentType = p.contentType;
-  if (p.responseTopic !== undefined) out.responseTopic = p.responseTopic;
-  if (p.correlationData !== undefined) out.correlationData = p.correlationData;
-  if (p.userProperties !== undefined) out.userProperties = p.userProperties;
-  if (p.messageExpiryInterval !== undefined) out.messageExpiryInterval = p.messageExpiryInterval;
-  if (p.payloadFormatIndicator !== undefined) out.payloadFormatIndicator = p.payloadFormatIndicator;
-  return Object.keys(out).length ? out : undefined;
 }

@@ -86,3 +86,15 @@ function propertyReviver(key: string, value: unknown): unknown {
   if (key === 'correlationData' && value && typeof value === 'object' && 'base64' in value) return Buffer.from((value as { base64: string }).base64, 'base64');
   return value;
 }
+
+/** The MQTT 5 properties a bridged message keeps (topic aliases and subscription ids are per connection). */
+export function pickProperties(p: MessageProperties): MessageProperties | undefined {
+  const out: MessageProperties = {};
+  if (p.contentType !== undefined) out.contentType = p.contentType;
+  if (p.responseTopic !== undefined) out.responseTopic = p.responseTopic;
+  if (p.correlationData !== undefined) out.correlationData = p.correlationData;
+  if (p.userProperties !== undefined) out.userProperties = p.userProperties;
+  if (p.messageExpiryInterval !== undefined) out.messageExpiryInterval = p.messageExpiryInterval;
+  if (p.payloadFormatIndicator !== undefined) out.payloadFormatIndicator = p.payloadFormatIndicator;
+  return Object.keys(out).length ? out : undefined;
+}
