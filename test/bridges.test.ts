@@ -39,6 +39,7 @@ describe('bridges to an upstream Mosquitto', function () {
     await gw.userWith(
       [
         { context: 'mqtt', resource: 'plant/#', operation: 'read' },
+        { context: 'mqtt', resource: 'state/#', operation: 'read' },
         { context: 'mqtt', resource: 'edge/cmd/#', operation: 'write' },
       ],
       'bridge-cloud',
@@ -57,6 +58,7 @@ describe('bridges to an upstream Mosquitto', function () {
         topics: [
           { pattern: 'plant/#', direction: 'out', qos: 1, remotePrefix: 'site-a/' },
           { pattern: 'cmd/#', direction: 'in', qos: 1, localPrefix: 'edge/', remotePrefix: 'site-a/' },
+          { pattern: 'state/#', direction: 'out', qos: 1, remotePrefix: 'site-a/', retainAsPublished: false },
         ],
       }),
     );
@@ -69,11 +71,22 @@ describe('bridges to an upstream Mosquitto', function () {
     await up.client.publishAsync('site-a/cmd/valve', 'open', { qos: 1 });
     expect(await inbox.until((m) => m.topic === 'edge/cmd/valve')).to.deep.include({ payload: 'open' });
 
+    // Retained flags follow the rule: kept under plant/ (the default), cleared under state/.
+    await device.publishAsync('plant/line-1/mode', 'auto', { qos: 1, retain: true });
+    await device.publishAsync('state/line-1', 'running', { qos: 1, retain: true });
+    await up.inbox.until((m) => m.topic === 'site-a/state/line-1');
+    const late = await upstreamClient(mosquitto.port);
+    await subscribe(late.client, ['site-a/plant/#', 'site-a/state/#'], 1);
+    await late.inbox.until((m) => m.topic === 'site-a/plant/line-1/mode' && m.payload === 'auto');
+    await up.client.publishAsync('site-a/plant/marker', 'm', { qos: 1 });
+    await late.inbox.until((m) => m.topic === 'site-a/plant/marker');
+    expect(late.inbox.messages.map((m) => m.topic)).to.deep.equal(['site-a/plant/line-1/mode', 'site-a/plant/marker']);
+
     const res = await gw.api('GET', '/api/bridges/cloud.uplink', { token: admin });
     expect(res.status).to.equal(200);
     expect(res.body).to.deep.include({ id: 'cloud.uplink', currentState: 'connected', targetState: 'connected', runAs: 'bridge-cloud' });
     expect(res.body.remote).to.deep.include({ connectedTo: `mqtt://127.0.0.1:${proxy.port}`, clientId: 'site-a-gw1', username: 'site-a-gw1' });
-    expect(res.body.counters).to.deep.include({ forwarded: 1, received: 1 });
+    expect(res.body.counters).to.deep.include({ forwarded: 3, received: 1 });
     expect(res.body.queue).to.deep.include({ messages: 0, bytes: 0 });
     const list = await gw.api('GET', '/api/bridges', { token: admin });
     expect(list.body.map((b: { id: string }) => b.id)).to.deep.equal(['cloud.uplink']);
@@ -86,7 +99,7 @@ describe('bridges to an upstream Mosquitto', function () {
     expect(back.status).to.equal(200);
     expect(back.body.changes.unchanged).to.deep.equal(['cloud.uplink']);
     const metrics = await gw.api('GET', '/metrics', { token: admin });
-    expect(metrics.body).to.match(/gatewayd_bridge_forwarded_total\{bridge="cloud.uplink"\} 1/);
+    expect(metrics.body).to.match(/gatewayd_bridge_forwarded_total\{bridge="cloud.uplink"\} 3/);
     expect(metrics.body).to.match(/gatewayd_bridge_connected\{bridge="cloud.uplink"\} 1/);
   });
 
