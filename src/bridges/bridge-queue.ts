@@ -371,6 +371,8 @@ export class BridgeQueue {
             this.countDrop('storeFailure', lost);
           },
         )
+        // The flush itself failed (the store closing): the writes are what the next start finds.
+        .catch((err: unknown) => this.store.noteWriteFailure(err))
         .finally(() => {
           if (this.batch === batch) this.batch = undefined;
           for (const done of batch.stored) done();

@@ -40,7 +40,7 @@ export interface IncomingMessage {
 }
 
 export interface LinkHandlers {
-  /** A message from upstream; the upstream broker gets its PUBACK once the promise settles. */
+  /** A message from upstream; the upstream broker gets its PUBACK once the promise resolves (none when it rejects). */
   message(m: IncomingMessage): Promise<void>;
   /** The connection ended (not called after close()). */
   lost(reason: string): void;
@@ -149,9 +149,11 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
         const p = packet as IPublishPacket;
         const m: IncomingMessage = { topic: p.topic, payload: Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload), qos: p.qos, retain: p.retain };
         if (p.properties) m.properties = p.properties as MessageProperties;
+        // Not taken (the broker stopping): no acknowledgement; the connection ends and upstream
+        // sends it again on the next one (persistent session).
         handlers.message(m).then(
           () => callback(),
-          () => callback(),
+          (err: Error) => callback(err),
         );
       };
       c.once('connect', (connack) => {
