@@ -13,11 +13,10 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import mqtt, { type MqttClient } from 'mqtt';
 import { startMosquitto, type Mosquitto } from '../test/support/mosquitto.js';
 import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.js';
-import { shippedNodeFlags, spawnBenchDaemon } from './bench-footprint.js';
+import { shippedNodeFlags, startDaemonAt } from './bench-footprint.js';
 
 const ADMIN_PASSWORD = 'Bench-Passw0rd!';
 const MESSAGES = Number(process.env.BENCH_BRIDGE_MESSAGES ?? 20_000);
@@ -102,14 +101,9 @@ async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
   let ports = { http: 0, mqtt: 0 };
   const start = async () => {
     // One publisher sends as fast as it can: above the per-client default of 1,000/s.
-    child = spawnBenchDaemon(dataDir, shippedNodeFlags(), { GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '10000000' }, ADMIN_PASSWORD);
-    const ready = await new Promise<Record<string, number>>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).on('line', (l) => {
-        if (l.includes('"ready"')) resolve(JSON.parse(l) as Record<string, number>);
-      });
-      child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
-    });
-    ports = { http: ready.http!, mqtt: ready.mqtt! };
+    const d = await startDaemonAt(dataDir, shippedNodeFlags(), { GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '10000000' });
+    child = d.child;
+    ports = { http: d.ready.http as number, mqtt: d.ready.mqtt as number };
   };
   const api = async (method: string, path: string, token?: string, body?: unknown, yaml?: string) => {
     const headers: Record<string, string> = { ...(token ? { authorization: `Bearer ${token}` } : {}) };

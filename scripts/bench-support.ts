@@ -69,7 +69,7 @@ export async function startBenchGateway(options: BenchGatewayOptions): Promise<B
       dataDir,
       host: '127.0.0.1',
       log: { level: 'error', requests: false },
-      http: { port: 0 },
+      http: { port: 0, tlsPort: 0 },
       mqtt: { port: 0, tlsPort: 0 },
       auth: { adminPassword: options.adminPassword, passwordHashCost: options.passwordHashCost, ...(options.auth ?? {}) },
       mapping: { servicesDir: join(dataDir, 'services') },

@@ -21,6 +21,9 @@ import { createTrustedCertificateService, loadOrCreateCertificateAuthority, type
 import { certificateRoutes } from './http/routes/certificate-routes.js';
 import { createHttpApp } from './http/create-http-app.js';
 import { createHttpServerPart } from './http/http-server.js';
+import { createHttpsServerPart } from './http/https-server.js';
+import { createPlainHttpPolicy } from './http/plain-http-policy.js';
+import { createServerCertificateSource } from './http/server-certificate.js';
 import { createWebUi } from './http/web-ui.js';
 import { sessionRoutes } from './http/routes/session-routes.js';
 import { userRoutes } from './http/routes/user-routes.js';
@@ -38,6 +41,7 @@ import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
 import { agentName, createMappingService } from './mapping/index.js';
+import { createSparkplugSupport } from './sparkplug/index.js';
 import { createBridgeService, createBridgeSysTopics } from './bridges/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
 import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.js';
@@ -113,6 +117,25 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     dataDir: config.dataDir,
     clientIdPrefix: agentName(),
   });
+  // Sparkplug B edge nodes (DESIGN §14): their sessions go to the embedded broker as their runAs
+  // user (a session token minted per connect) or upstream; runAs's permissions bound them.
+  const sparkplug = createSparkplugSupport({
+    identity: {
+      findUser: (username) => users.findByUsername(username),
+      allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic),
+      coversFilter: (userId, filter) => engine.coversFilter(userId, 'mqtt', 'read', filter),
+      issueToken: async (userId, label, lifetimeHours) => {
+        const { token, record } = await tokens.issue(userId, { lifetimeHours, label });
+        return { token, fingerprint: record.fingerprint };
+      },
+      revokeToken: async (userId, fingerprint) => void (await tokens.revoke(userId, [fingerprint])),
+    },
+    // The broker's own listener; a wildcard bind address is reached on the loopback.
+    localBroker: () => (broker && brokerPorts.mqtt ? { host: config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host, port: brokerPorts.mqtt } : undefined),
+    store,
+    dataDir: config.dataDir,
+    log,
+  });
   // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
   const mapping = createMappingService({
     bridges,
@@ -124,6 +147,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     host: config.host,
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
     opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
+    sparkplug,
   });
 
   const health = createHealth({
@@ -158,6 +182,11 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
   });
 
+  // HTTPS (README "HTTPS"): the plain port serves only http.plainAllowedFrom in full; its
+  // messages name the HTTPS port bound (known once it listens, or the configured one).
+  let httpsPort = (): number => config.http.tlsPort;
+  const plainHttp = createPlainHttpPolicy({ allowedFrom: config.http.plainAllowedFrom, trustProxy: config.http.trustProxy, httpsPort: () => httpsPort() });
+
   const app = createHttpApp({
     log,
     bodyLimitBytes: config.http.bodyLimitBytes,
@@ -169,6 +198,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
+    plainHttpPolicy: plainHttp.middleware,
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
@@ -182,12 +212,22 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       brokerRoutes({ broker: () => broker }),
       certificateRoutes({ trusted }),
       registryRoutes({ registry, users }),
-      idpRoutes({ idp }),
+      idpRoutes({ idp, httpsPort: () => httpsPort() }),
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
     ],
   });
-  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
+  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs, admitUpgrade: plainHttp.admitUpgrade });
+  const https = createHttpsServerPart({
+    app,
+    host: config.host,
+    port: config.http.tlsPort,
+    shutdownTimeoutMs: config.http.shutdownTimeoutMs,
+    log,
+    // The gateway CA's server certificate (MQTTS's, for mqtt.serverHostnames), or the operator's files.
+    certificate: createServerCertificateSource({ certFile: config.http.tlsCertFile, keyFile: config.http.tlsKeyFile, fromCa: () => ({ cert: ca!.serverCertPem, key: ca!.serverKeyPem }), log }),
+  });
+  httpsPort = () => https.port() || config.http.tlsPort;
 
   const parts: Part[] = [
     {
@@ -239,8 +279,10 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };
-              // Before HTTP listens, so the first WebSocket upgrade already finds the broker.
-              broker.handleUpgrade(http.server);
+              // Before HTTP listens, so the first WebSocket upgrade already finds the broker;
+              // on the plain port only the upgrades its policy admitted (ws), and every one on HTTPS (wss).
+              broker.handleUpgrade(http.upgrades);
+              broker.handleUpgrade(https.server);
             },
             stop: async () => {
               await broker?.stop();
@@ -249,13 +291,15 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         ]
       : []),
     mapping.part,
+    // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
+    https,
     http,
   ];
 
   return {
     parts,
     services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, bridges, get ca() { return ca; }, get broker() { return broker; } },
-    ports: () => ({ http: http.port(), ...brokerPorts }),
+    ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };
 }

@@ -119,6 +119,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
+  // Sparkplug B edge nodes (README "Sparkplug B").
+  'GET /api/sparkplug/schema',
+  'GET /api/sparkplug',
+  'GET /api/sparkplug/{id}',
+  'PUT /api/sparkplug/{id}/operation',
   // Bridges to upstream brokers (README "Bridges").
   'GET /api/bridges/schema',
   'GET /api/bridges',

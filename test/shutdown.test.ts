@@ -57,7 +57,7 @@ describe('stopping', function () {
   it('exits promptly on a SIGTERM during start-up, without saying ready', async () => {
     const dataDir = tempDir('gatewayd-early-stop-');
     const child = spawn(process.execPath, [mainScript], {
-      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: dataDir, GATEWAYD_HOST: '127.0.0.1', GATEWAYD_HTTP_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD },
+      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: dataDir, GATEWAYD_HOST: '127.0.0.1', GATEWAYD_HTTP_PORT: '0', GATEWAYD_HTTPS_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const lines: string[] = [];

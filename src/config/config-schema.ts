@@ -27,6 +27,12 @@ export const configSchema = obj({
     bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
     shutdownTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000 },
     trustProxy: { type: 'boolean' },
+    // HTTPS (README "HTTPS"): its port, the operator's certificate (both or neither; empty: the
+    // gateway CA's server certificate), and the addresses the plain port still serves.
+    tlsPort: port,
+    tlsCertFile: { type: 'string' },
+    tlsKeyFile: { type: 'string' },
+    plainAllowedFrom: { type: 'array', maxItems: 256, items: { type: 'string', minLength: 1, maxLength: 64 } },
   }),
   mqtt: obj({
     enabled: { type: 'boolean' },
@@ -153,7 +159,17 @@ export interface GatewayConfig {
   dataDir: string;
   host: string;
   log: { level: string; requests: boolean };
-  http: { port: number; bodyLimitBytes: number; shutdownTimeoutMs: number; trustProxy: boolean };
+  http: {
+    port: number;
+    bodyLimitBytes: number;
+    shutdownTimeoutMs: number;
+    trustProxy: boolean;
+    tlsPort: number;
+    tlsCertFile: string;
+    tlsKeyFile: string;
+    /** CIDR ranges (or single addresses) that may use the plain HTTP port for everything. */
+    plainAllowedFrom: string[];
+  };
   mqtt: {
     enabled: boolean;
     port: number;

@@ -42,6 +42,8 @@ export interface HttpAppOptions {
   webUi?: RequestHandler;
   /** /health, /health/ready and /metrics: outside the API, answered even while a restore swaps the store. */
   probes?: RequestHandler[];
+  /** What the plain port serves to whom (plain-http-policy.ts): before everything but the request log. */
+  plainHttpPolicy?: RequestHandler;
   /** Told about every answered request with its OpenAPI route template (metrics). */
   observe?: (o: { method: string; route: string; status: number; seconds: number }) => void;
 }
@@ -107,6 +109,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     next();
   });
 
+  if (options.plainHttpPolicy) app.use(options.plainHttpPolicy);
   for (const probe of options.probes ?? []) app.use(probe);
   if (options.webUi) app.use(options.webUi);
   // The document as text (90 KB) rather than a second object graph kept for this one call.

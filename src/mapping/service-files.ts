@@ -12,6 +12,9 @@ import type { ScalarTag } from 'yaml';
 import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definition.js';
 import { compileRule, RuleError } from './rules.js';
 import { parseNamedFilter } from './topics.js';
+import { sparkplugDef, type SparkplugDef } from './sparkplug-file.js';
+
+export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugVia } from './sparkplug-file.js';
 import {
   httpAddressSchema,
   httpConfigurationSchema,
@@ -98,7 +101,7 @@ export interface BridgeDef {
   properties: BridgeProperties;
   targetState: 'connected' | 'disabled';
 }
-export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef | BridgeDef;
+export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef | SparkplugDef | BridgeDef;
 
 /** Checks of a service file that need the gateway's state. */
 export interface ParseOptions {
@@ -434,6 +437,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
         break;
       }
       case 'Mapping':
+      case 'Sparkplug':
         break; // below, once every endpoint is known
     }
   }
@@ -475,6 +479,18 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
       if (!checks.every(Boolean)) complete = false;
     });
     if (complete) resources.push({ kind: 'mapping', id: idOf(name), serviceId, name, mappings: items, targetState: p.targetState });
+  }
+  for (const [name, { type, properties: p }] of resolved) {
+    if (type !== 'Sparkplug') continue;
+    const def = sparkplugDef(p, { id: idOf(name), serviceId, name }, `resources.${name}.properties`, {
+      endpointOf: (id) => endpoints.get(id),
+      declaredType,
+      collect,
+      fail: (path, reason) => {
+        throw new FileError(path, reason);
+      },
+    });
+    if (def) resources.push(def);
   }
   if (problems.length) throw new ServiceFileError(problems);
   const service: ServiceDef = { id: serviceId, file, resources };

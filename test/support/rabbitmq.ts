@@ -6,8 +6,8 @@
 // rabbitmq_auth_backend_cache, rabbitmq_management.
 //
 // Authentication: the internal user database always holds the kit's administrator (used for
-// the management API); `auth.httpUrl` puts an HTTP auth backend (gatewayd's hooks) in front of
-// it, optionally behind rabbitmq_auth_backend_cache. A node starts in ~15 s: start a kit once per
+// the management API); `auth.httpUrl` adds an HTTP auth backend (gatewayd's hooks) after it,
+// optionally behind rabbitmq_auth_backend_cache. A node starts in ~15 s: start a kit once per
 // test file (before/after hooks), not per test.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -143,13 +143,14 @@ function confLines(o: { amqpPort: number; mqttPort: number; managementPort: numb
       `auth_http.topic_path = ${base}/topic`,
       'auth_http.http_method = post',
     );
+    // The internal database first: it holds only the kit's administrator, so management API
+    // calls never reach the HTTP backend, and every other username falls through to it.
+    lines.push('auth_backends.1 = internal');
     if (o.auth.cache) {
-      lines.push('auth_backends.1 = cache', 'auth_cache.cached_backend = http', `auth_cache.cache_ttl = ${o.auth.cacheTtlMs ?? 15000}`);
+      lines.push('auth_backends.2 = cache', 'auth_cache.cached_backend = http', `auth_cache.cache_ttl = ${o.auth.cacheTtlMs ?? 15000}`);
     } else {
-      lines.push('auth_backends.1 = http');
+      lines.push('auth_backends.2 = http');
     }
-    // The kit's administrator lives in the internal database, after the HTTP backend.
-    lines.push('auth_backends.2 = internal');
   }
   return [...lines, ...o.extra, ''].join('\n');
 }
