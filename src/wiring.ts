@@ -40,8 +40,9 @@ import { registryRoutes } from './http/routes/registry-routes.js';
 import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
-import { createMappingService } from './mapping/index.js';
+import { agentName, createMappingService } from './mapping/index.js';
 import { createSparkplugSupport } from './sparkplug/index.js';
+import { createBridgeService, createBridgeSysTopics } from './bridges/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
 import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.js';
 import { createHealth } from './health/health.js';
@@ -110,6 +111,24 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });
   // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
+  // Bridges to upstream brokers (DESIGN §14): Bridge resources of the service files run on this
+  // engine, as their runAs user (the permission engine decides what leaves and what comes in).
+  const bridges = createBridgeService({
+    store,
+    log,
+    access: {
+      principal: (username) => {
+        const user = users.findByUsername(username);
+        return user ? { userId: user.id, publishPrefix: user.mqttPublishPrefix ?? '' } : undefined;
+      },
+      allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic),
+      covers: (userId, operation, filter) => engine.coversFilter(userId, 'mqtt', operation, filter),
+      onChange: (listener) => events.on(listener),
+    },
+    dataPlane: () => broker?.dataPlane(),
+    dataDir: config.dataDir,
+    clientIdPrefix: agentName(),
+  });
   // Sparkplug B edge nodes (DESIGN §14): their sessions go to the embedded broker as their runAs
   // user (a session token minted per connect) or upstream; runAs's permissions bound them.
   const sparkplug = createSparkplugSupport({
@@ -131,6 +150,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   });
   // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
   const mapping = createMappingService({
+    bridges,
     config: config.mapping,
     log,
     broker: () => broker,
@@ -152,6 +172,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const metrics = createMetrics({
     broker: () => broker?.stats(),
     mapping: () => mapping.stats(),
+    bridges: () => bridges.figures(),
     permissions: () => engine.decisionCounts(),
     logins: () => auth.loginCounts(),
     storeBytes: () => {
@@ -272,6 +293,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
                 tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => trusted.pems() },
                 store,
                 version: gatewaydVersion(),
+                sysTopics: createBridgeSysTopics(() => bridges.figures()),
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };
@@ -295,7 +317,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, bridges, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

@@ -134,6 +134,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'GET /api/sparkplug',
   'GET /api/sparkplug/{id}',
   'PUT /api/sparkplug/{id}/operation',
+  // Bridges to upstream brokers (README "Bridges").
+  'GET /api/bridges/schema',
+  'GET /api/bridges',
+  'GET /api/bridges/{id}',
+  'PUT /api/bridges/{id}/operation',
   // Probes and metrics (README "Health and metrics").
   'GET /health',
   'GET /health/ready',

@@ -53,6 +53,27 @@ export interface TopicsView {
   mappings: { id: string; topics: string[] }[];
   nodes: { id: string; topics: string[] }[];
 }
+export type BridgeState = 'connecting' | 'connected' | 'reconnecting' | 'disabled';
+export interface BridgeView {
+  id: string;
+  currentState: BridgeState;
+  targetState: 'connected' | 'disabled';
+  /** The upstream broker: the URLs in order of preference, and the one connected to (no password). */
+  remote: Record<string, unknown> & { urls: string[]; connectedTo?: string };
+  runAs: string;
+  topics: Record<string, unknown>[];
+  queue: {
+    messages: number;
+    bytes: number;
+    oldestAgeSeconds: number;
+    dropped: Record<string, number>;
+    limits: Record<string, number>;
+  };
+  /** Since the bridge was (re)built: acknowledged upstream, sent again, received, refused by the runAs user's rights. */
+  counters: { forwarded: number; resent: number; received: number; refusedOut: number; refusedIn: number; echoes: number };
+  agentName: string;
+  message?: string;
+}
 
 /** A Sparkplug B edge node (DESIGN §14): the resource, its session with the host's broker, its devices. */
 export interface SparkplugView {

@@ -5,6 +5,8 @@
 // drivers/index.ts) and the embedded broker (the data plane, runtime-context.ts). This file keeps
 // the registry: building resources, applying changed definitions, operations and views.
 import type { DataPlane } from '../mqtt/index.js';
+import type { BridgeService } from '../bridges/index.js';
+import { BridgeResource } from './bridge-resource.js';
 import type { Logger } from '../log/index.js';
 import { NotFoundError } from '../errors/errors.js';
 import { ConnectionResource } from './connection-resource.js';
@@ -14,13 +16,13 @@ import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
 import { EnableableResource } from './enableable-resource.js';
 import { MappingResource } from './mapping-resource.js';
 import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
-import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
+import type { BridgeView, ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
 import { createRuntimeContext, OPCUA_UNAVAILABLE, type RuntimeContext } from './runtime-context.js';
 import type { ConnectionDef, ServiceDef, SparkplugDef } from './service-files.js';
 
-export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
+export type { BridgeView, ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 export type { ResourceChanges } from './definition-diff.js';
 export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
 
@@ -46,6 +48,8 @@ export interface MappingRuntimeDeps {
   targets?: StoredTargets;
   /** Builds Sparkplug edge nodes (src/sparkplug); absent: Sparkplug resources are not run (logged). */
   sparkplug?: SparkplugNodes;
+  /** The engine of Bridge resources (src/bridges); absent: bridges report BRIDGES_UNAVAILABLE. */
+  bridges?: BridgeService;
 }
 
 /** A Sparkplug edge node as the runtime drives it (src/sparkplug/sparkplug-resource.ts). */
@@ -122,6 +126,9 @@ export interface MappingRuntime {
   setServerOperation(id: string, operation: 'enable' | 'disable'): ServerView;
   listNodes(): NodeSetView[];
   getNodeSet(id: string): NodeSetView;
+  listBridges(): BridgeView[];
+  getBridge(id: string): BridgeView;
+  setBridgeOperation(id: string, operation: 'connect' | 'disconnect'): BridgeView;
   topics(): TopicsView;
   listSparkplug(): SparkplugView[];
   getSparkplug(id: string): SparkplugView;
@@ -130,7 +137,7 @@ export interface MappingRuntime {
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | SparkplugNode;
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | SparkplugNode | BridgeResource;
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
@@ -145,6 +152,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const servers = new Map<string, ServerResource>();
   const nodeSets = new Map<string, NodeSetResource>();
   const sparkplugNodes = new Map<string, SparkplugNode>();
+  const bridges = new Map<string, BridgeResource>();
   /** The definitions running now, keyed (hash, run key). */
   let running = new Map<string, KeyedResource>();
   let serviceCount = 0;
@@ -175,11 +183,12 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       if (deps.sparkplug) add(sparkplugNodes, deps.sparkplug.create(ctx, k.def, (id) => endpoints.get(id)!), k);
       else log.warn('Sparkplug resource not run: this runtime has no Sparkplug support', { id: k.def.id });
     }
+    for (const k of keyed) if (k.def.kind === 'bridge') add(bridges, new BridgeResource(ctx, k.def, deps.bridges), k);
     return built;
   }
   const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
-  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id) ?? sparkplugNodes.get(id);
-  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets, sparkplugNodes].some((m) => m.delete(id));
+  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id) ?? sparkplugNodes.get(id) ?? bridges.get(id);
+  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets, sparkplugNodes, bridges].some((m) => m.delete(id));
 
   /** Keys of the service definitions seen (unchanged files are the same objects: not hashed again). */
   const keyCache = new WeakMap<ServiceDef, KeyedResource[]>();
@@ -200,6 +209,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const id of changes.restarted) if (running.get(id)!.hash === next.get(id)!.hash) previousTarget.set(id, resourceOf(id)!.target);
     for (const id of [...changes.removed, ...changes.restarted]) unregister(id);
     for (const order of [0, 1, 2]) await Promise.all(leaving.filter((r) => stopOrder(r) === order).map((r) => r.retire()));
+    // A bridge that left the files takes its queue with it (a restarted one keeps it).
+    for (const r of leaving) if (r instanceof BridgeResource && changes.removed.includes(r.def.id)) r.discard();
     for (const id of changes.retargeted) {
       const r = resourceOf(id)!;
       const k = next.get(id)!;
@@ -235,6 +246,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const s of servers.values()) s.reconcile();
       for (const n of nodeSets.values()) n.reconcile();
       for (const s of sparkplugNodes.values()) s.reconcile();
+      for (const b of bridges.values()) b.reconcile();
     },
     async stop() {
       ctx.stop();
@@ -244,7 +256,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
       for (const n of nodeSets.values()) n.halt();
-      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown())));
+      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown()), [...bridges.values()].map((b) => b.shutdown())));
       await opcuaNow()?.support.dispose();
       ctx.releaseWaiters();
     },
@@ -317,6 +329,16 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     },
     listNodes: () => sorted([...nodeSets.values()].map((n) => n.view())),
     getNodeSet: (id) => find(nodeSets, id, 'Node set').view(),
+    listBridges: () => sorted([...bridges.values()].map((b) => b.view())),
+    getBridge: (id) => find(bridges, id, 'Bridge').view(),
+    setBridgeOperation(id, operation) {
+      const b = find(bridges, id, 'Bridge');
+      b.target = operation === 'connect' ? 'connected' : 'disabled';
+      log.info('bridge operation', { id, operation });
+      b.reconcile();
+      ctx.changed();
+      return b.view();
+    },
     topics: () => ({
       endpoints: sorted([...endpoints.values()].map((e) => ({ id: e.def.id, topics: endpointTopicList(e.def) }))),
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),

@@ -1,7 +1,9 @@
 // JSON Schemas of the resource definitions in service files (DESIGN §11). They validate each
 // resource's `properties` and are what GET /api/{connections,endpoints,mappings,servers}/schema
-// answer; Sparkplug edge nodes (DESIGN §14) have theirs here too.
+// answer; Sparkplug edge nodes (DESIGN §14) have theirs here too. The Bridge schema lives with
+// the bridges' engine (src/bridges).
 
+import { bridgeSchema } from '../bridges/bridge-definition.js';
 import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;
@@ -309,8 +311,8 @@ export const sparkplugSchema: Schema = {
   },
 };
 
-export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua' | 'Sparkplug';
-export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua', 'Sparkplug'];
+export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua' | 'Sparkplug' | 'Bridge';
+export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua', 'Sparkplug', 'Bridge'];
 
 export const schemaOfType: Record<ResourceType, Schema> = {
   Connection: connectionSchema,
@@ -319,6 +321,7 @@ export const schemaOfType: Record<ResourceType, Schema> = {
   'Server::Opcua': serverSchema,
   'Node::Opcua': nodeSchema,
   Sparkplug: sparkplugSchema,
+  Bridge: bridgeSchema,
 };
 
 export const serviceFileSchema: Schema = {

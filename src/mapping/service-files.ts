@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type * as Yaml from 'yaml';
 import type { ScalarTag } from 'yaml';
+import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definition.js';
 import { compileRule, RuleError } from './rules.js';
 import { parseNamedFilter } from './topics.js';
 import { sparkplugDef, type SparkplugDef } from './sparkplug-file.js';
@@ -90,7 +91,23 @@ export interface NodeSetDef {
   nodes: Record<string, unknown>[];
   targetState: 'enabled' | 'disabled';
 }
-export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef | SparkplugDef;
+/** A bridge to an upstream broker (DESIGN §14); its engine is src/bridges. */
+export interface BridgeDef {
+  kind: 'bridge';
+  id: string;
+  serviceId: string;
+  name: string;
+  /** The validated properties, without targetState (defaults are filled in by src/bridges). */
+  properties: BridgeProperties;
+  targetState: 'connected' | 'disabled';
+}
+export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef | SparkplugDef | BridgeDef;
+
+/** Checks of a service file that need the gateway's state. */
+export interface ParseOptions {
+  /** Is there a gatewayd user of that name (a Bridge's runAs)? Absent: not checked. */
+  knownUser?: (username: string) => boolean;
+}
 
 export interface ServiceDef {
   id: string;
@@ -213,6 +230,14 @@ function schemaProblems(validate: ValidateFunction, value: unknown, path: string
   return out.length ? out : [{ path, reason: 'invalid' }];
 }
 
+/** The YAML document of a service file (tags kept as values: see refName), for edits that keep comments. */
+export function parseServiceDocument(text: string): Yaml.Document.Parsed {
+  return yaml().parseDocument(text, { customTags, uniqueKeys: true });
+}
+
+/** The parameter or resource a `!ref` value names (undefined for any other value). */
+export const refName = (value: unknown): string | undefined => (value instanceof Ref ? value.name : undefined);
+
 export const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 /** The YAML text of a service file as JSON: `!ref x` becomes {"!ref": "x"}, `!sub t` {"!sub": "t"}. */
 export function serviceTextToJson(text: string): unknown {
@@ -251,7 +276,7 @@ function yamlProblems(errors: readonly { message: string; linePos?: [{ line: num
 }
 
 /** Parses and validates one service file; throws ServiceFileError with every problem found. */
-export function parseServiceFile(serviceId: string, file: string, text: string): ServiceDef {
+export function parseServiceFile(serviceId: string, file: string, text: string, options: ParseOptions = {}): ServiceDef {
   const doc = yaml().parseDocument(text, { customTags, prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors as never));
   const raw = doc.toJS({ maxAliasCount: 100 } as never) as unknown;
@@ -402,6 +427,13 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
           ...(p.nodes as Array<{ transform?: string }>).map((n, i) => collect(() => compiles(n.transform, `${path}.nodes[${i}].transform`))),
         ].every(Boolean);
         if (ok && resolved.has((p.server as string).slice(serviceId.length + 1))) resources.push({ kind: 'nodes', ...base, serverId: p.server, nodes: p.nodes, targetState: p.targetState });
+        break;
+      }
+      case 'Bridge': {
+        const { targetState, description: _d, ...properties } = p as BridgeProperties & { description?: string };
+        const found = bridgeProblems(properties, options.knownUser);
+        for (const problem of found) problems.push({ path: `${path}.${problem.path}`, reason: problem.reason });
+        if (!found.length) resources.push({ kind: 'bridge', ...base, properties, targetState: targetState ?? 'connected' });
         break;
       }
       case 'Mapping':

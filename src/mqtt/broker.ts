@@ -44,7 +44,7 @@ import { Transports } from './transports.js';
 
 export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
 export type { BrokerOptions, EnhancedAuthInfo } from './broker-options.js';
-export type { DataPlane, DataPlaneProperties } from './data-plane.js';
+export type { DataPlane, DataPlaneProperties, TappedPublish } from './data-plane.js';
 export { aedesBaseOptions } from './aedes-wiring.js';
 
 export interface Broker {
@@ -109,6 +109,7 @@ export function createBroker(options: BrokerOptions): Broker {
       },
       version: options.version ?? 'unknown',
       intervalSeconds: cfg.sysIntervalSeconds,
+      ...(options.sysTopics ? { extra: options.sysTopics } : {}),
     });
     sys.start();
     const ports = await transports.listen();

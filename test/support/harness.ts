@@ -31,6 +31,8 @@ export interface TestGateway {
   config: GatewayConfig;
   dataDir: string;
   services: Gateway['services'];
+  /** The protocol-mapping service (its runtime's waitFor, for state changes). */
+  mapping: Gateway['mapping'];
   ports: ReturnType<Gateway['ports']>;
   /** Every JSON log line written so far. */
   logs: () => Record<string, unknown>[];
@@ -134,6 +136,7 @@ export async function startGateway(options: { overrides?: Record<string, unknown
     config,
     dataDir,
     services: gateway.services,
+    mapping: gateway.mapping,
     ports,
     logs: () => lines,
     api,

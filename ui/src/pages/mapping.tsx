@@ -1,4 +1,4 @@
-// Protocol mapping: connections, endpoints, mappings, servers and node sets with their live
+// Protocol mapping: connections, endpoints, mappings, servers, node sets and bridges with their live
 // states (polled every 2 s while the tab is visible, so changes appear without a reload),
 // connect/disconnect and enable/disable with the result shown, and the JSON Schema of each kind.
 import type { ComponentChildren } from 'preact';
@@ -16,7 +16,7 @@ import type { MappingResource } from '../types.js';
 const POLL_MS = 2000;
 
 interface Kind {
-  key: 'connections' | 'endpoints' | 'mappings' | 'servers' | 'nodes';
+  key: 'connections' | 'endpoints' | 'mappings' | 'servers' | 'nodes' | 'bridges';
   title: string;
   /** The operations PUT …/{id}/operation takes; node sets have none. */
   operations?: [on: string, off: string];
@@ -89,6 +89,33 @@ const kinds: Kind[] = [
     key: 'nodes',
     title: 'Node sets',
     columns: [{ title: 'Nodes', cell: (r) => String(((r.nodes as unknown[] | undefined) ?? []).length) }],
+  },
+  {
+    key: 'bridges',
+    title: 'Bridges',
+    operations: ['connect', 'disconnect'],
+    columns: [
+      {
+        title: 'Upstream',
+        cell: (r) => {
+          const remote = (r.remote ?? {}) as { connectedTo?: string; urls?: string[] };
+          return <code data-volatile>{remote.connectedTo ?? remote.urls?.join(', ') ?? '—'}</code>;
+        },
+      },
+      {
+        title: 'Queue',
+        cell: (r) => {
+          const q = (r.queue ?? {}) as { messages?: number; bytes?: number; oldestAgeSeconds?: number; dropped?: Record<string, number> };
+          const dropped = Object.values(q.dropped ?? {}).reduce((a, b) => a + b, 0);
+          return (
+            <span data-volatile>
+              {q.messages ?? 0} messages, {q.bytes ?? 0} bytes{q.messages ? `, oldest ${Math.round(q.oldestAgeSeconds ?? 0)} s` : ''}
+              {dropped ? `, ${dropped} dropped` : ''}
+            </span>
+          );
+        },
+      },
+    ],
   },
 ];
 
@@ -165,7 +192,7 @@ function ResourceSection(props: { kind: Kind; list: MappingResource[] | undefine
   );
 }
 
-const schemaKinds = ['connections', 'endpoints', 'mappings', 'servers'] as const;
+const schemaKinds = ['connections', 'endpoints', 'mappings', 'servers', 'bridges'] as const;
 
 function Schema(props: { kind: (typeof schemaKinds)[number] }) {
   const [open, setOpen] = useState(false);
