@@ -43,6 +43,11 @@ import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.
 import { createHealth } from './health/health.js';
 import { createMetrics } from './metrics/metrics.js';
 import { metricsRoute } from './metrics/metrics-route.js';
+import { createAuditTrail } from './audit/index.js';
+import { auditRoutes } from './http/routes/audit-routes.js';
+import { createDashboard } from './metrics/dashboard.js';
+import { uiSupportRoutes } from './http/routes/ui-support-routes.js';
+import { maintenancePaths } from './maintenance/paths.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -53,11 +58,19 @@ export interface WireOptions {
  * Builds every part of gatewayd from the configuration: explicit dependencies, no
  * module-level singletons. The returned parts are started in order by the daemon.
  */
-export function wireGateway(config: GatewayConfig, log: Logger, options: WireOptions = {}) {
+export function wireGateway(config: GatewayConfig, baseLog: Logger, options: WireOptions = {}) {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  recoverMaintenanceFiles({ dataDir: config.dataDir, log }); // before the store opens: finishes or undoes an interrupted restore swap
+  recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  // The audit trail (DESIGN §14): every part logs through `log`, whose audit events also go to the store.
+  const audit = createAuditTrail({
+    store,
+    log: baseLog,
+    limits: { maxEntries: config.audit.maxEntries, maxAgeMs: config.audit.maxAgeDays * 86_400_000 },
+    previousStoreDir: maintenancePaths(config.dataDir).beforeRestore,
+  });
+  const log = audit.logger(baseLog);
   const events = createAccessEvents();
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
   const engine = createPermissionEngine({ store, events });
@@ -132,6 +145,12 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       return backup?.succeeded ? backup.endDate : undefined;
     },
   });
+  // The overview's charts: the last hour of the counters above, sampled in memory.
+  const dashboard = createDashboard({
+    sources: { broker: () => broker?.stats(), logins: () => auth.loginCounts(), freeDiskBytes: () => health.freeDiskBytes() },
+    intervalMs: config.dashboard.intervalSeconds * 1000,
+    windowMs: config.dashboard.windowSeconds * 1000,
+  });
   store.onWriteHealthChange((h) => {
     if (h.writable) log.info('the store writes again');
     else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
@@ -150,6 +169,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     webUi: createWebUi(),
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
+    routeContext: audit.context.middleware,
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
     routes: [
       sessionRoutes({ auth, users, engine }),
@@ -164,6 +184,8 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       idpRoutes({ idp }),
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
+      auditRoutes({ audit }),
+      uiSupportRoutes({ dashboard }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
@@ -185,6 +207,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         await store.close();
       },
     },
+    audit.part,
     {
       name: 'bootstrap',
       start: () => bootstrapAdmin({ store, users, roles, config, log }),
@@ -227,12 +250,13 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         ]
       : []),
     mapping.part,
+    dashboard.part,
     http,
   ];
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), ...brokerPorts }),
     mapping,
   };

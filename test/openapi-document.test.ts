@@ -119,6 +119,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
+  // The audit trail, the dashboard and the resource types for the web UI (README "Audit trail", "Web UI").
+  'GET /api/audit',
+  'GET /api/audit/actions',
+  'GET /api/dashboard',
+  'GET /api/resource-types',
   // Probes and metrics (README "Health and metrics").
   'GET /health',
   'GET /health/ready',

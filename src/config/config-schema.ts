@@ -139,6 +139,14 @@ export const configSchema = obj({
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 10, maximum: 60000 },
   }),
+  audit: obj({
+    maxEntries: { type: 'integer', minimum: 100, maximum: 10000000 },
+    maxAgeDays: { type: 'integer', minimum: 1, maximum: 3650 },
+  }),
+  dashboard: obj({
+    intervalSeconds: { type: 'integer', minimum: 1, maximum: 600 },
+    windowSeconds: { type: 'integer', minimum: 60, maximum: 86400 },
+  }),
 });
 
 export interface PasswordPolicy {
@@ -271,4 +279,8 @@ export interface GatewayConfig {
     /** Quiet time after the last change in servicesDir before it is read again. */
     watchDebounceMs: number;
   };
+  /** The audit trail in the store (src/audit): bounded by count and by age. */
+  audit: { maxEntries: number; maxAgeDays: number };
+  /** The dashboard's ring in memory (src/metrics/dashboard.ts): one sample per interval, for the window. */
+  dashboard: { intervalSeconds: number; windowSeconds: number };
 }

@@ -24,7 +24,7 @@ export { RuleError, compileRule, type RuleLimits } from './rules.js';
 export type { ConnectionStats, MappingRuntime, MappingStats, ResourceChanges } from './runtime.js';
 export type { ServiceCatalog, ServiceSummary, ServiceValidation } from './service-catalog.js';
 export { serviceJsonToText, serviceTextToJson, ServiceFileError } from './service-files.js';
-export { connectionSchema, endpointSchema, mappingSchema, serverSchema } from './schemas.js';
+export { connectionSchema, endpointSchema, mappingSchema, serverSchema, schemaOfType } from './schemas.js';
 
 export interface MappingService {
   part: Part;
