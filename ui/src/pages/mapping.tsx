@@ -205,7 +205,7 @@ export function MappingPage() {
     <section class="page">
       <h1>Protocol mapping</h1>
       <p class="hint">
-        States refresh every {POLL_MS / 1000} s. Resources come from the service files; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
+        States refresh every {POLL_MS / 1000} s. Resources come from the services: create and edit them on the <Link href="/services">services page</Link>; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
       </p>
       <ErrorMessage error={lists.error} />
       {visible.map((k) => (
