@@ -113,23 +113,22 @@ export interface AuditFilter {
 /**
  * The secondary index a filter reads: one per combination of filters, each ordered by time, so
  * every query is one range of one index and a page costs the page (DESIGN §6). The tag names
- * the combination; the values follow in a fixed order.
+ * the combination; the values follow in a fixed order. An action decides its outcome, so a
+ * filter with both reads the action's index (the caller checks that they agree).
  */
 export function indexPrefix(filter: AuditFilter): IndexKey | undefined {
   let tag = '';
   const values: string[] = [];
   if (filter.user !== undefined) (tag += 'u'), values.push(filter.user);
   if (filter.action !== undefined) (tag += 'a'), values.push(filter.action);
-  if (filter.outcome !== undefined) (tag += 'o'), values.push(filter.outcome);
+  else if (filter.outcome !== undefined) (tag += 'o'), values.push(filter.outcome);
   return tag ? [tag, ...values] : undefined;
 }
 
-/** Every index entry of a record (at most 11: two names × four user combinations + three). */
+/** Every index entry of a record (at most 8: action, outcome, and three per name). */
 export function indexKeysOf(r: AuditRecord): IndexKey[] {
   const key = keyOf(r);
-  const keys: IndexKey[] = [];
-  const filters: AuditFilter[] = [{ action: r.action }, { outcome: r.outcome }, { action: r.action, outcome: r.outcome }];
-  for (const user of namesOf(r)) filters.push({ user }, { user, action: r.action }, { user, outcome: r.outcome }, { user, action: r.action, outcome: r.outcome });
-  for (const f of filters) keys.push([...indexPrefix(f)!, ...key]);
-  return keys;
+  const filters: AuditFilter[] = [{ action: r.action }, { outcome: r.outcome }];
+  for (const user of namesOf(r)) filters.push({ user }, { user, action: r.action }, { user, outcome: r.outcome });
+  return filters.map((f) => [...indexPrefix(f)!, ...key]);
 }

@@ -7,7 +7,7 @@
 // a scan of the whole trail.
 import type { Database } from 'lmdb';
 import { prefixRange, type IndexKey, type Store } from '../store/index.js';
-import { indexKeysOf, indexPrefix, keyOf, type AuditFilter, type AuditKey, type AuditRecord } from './audit-records.js';
+import { indexKeysOf, indexPrefix, keyOf, outcomeOf, type AuditFilter, type AuditKey, type AuditRecord } from './audit-records.js';
 
 export interface AuditLimits {
   maxEntries: number;
@@ -78,6 +78,8 @@ export function createAuditStore(deps: { store: Store; limits: AuditLimits }): A
   const count = () => (records.getStats() as { entryCount: number }).entryCount;
 
   function query(q: AuditQuery): AuditPage {
+    // An action has one outcome: asking for the other finds nothing.
+    if (q.action !== undefined && q.outcome !== undefined && outcomeOf(q.action) !== q.outcome) return { records: [] };
     const prefix = indexPrefix(q);
     const source = prefix ? index : records;
     const base = prefix ?? [];
