@@ -6,7 +6,7 @@
 //  (c) POST /api/users/batch (100 users with passwords at hash cost 10 per request) on an empty
 //      store and with 20,000 / 50,000 / 80,000 users: the rate must not fall as the store grows.
 // Bounded: fixed user counts and request counts; every child process is killed at the end.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -18,7 +18,8 @@ import { httpCall, now, startBenchGateway } from './bench-support.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const mainScript = join(root, 'dist/src/main.js');
-const ADMIN_PASSWORD = 'Bench-Passw0rd!';
+/** The admin password of the daemons started here. */
+export const ADMIN_PASSWORD = 'Bench-Passw0rd!';
 const USERS = 100_000;
 const SEED_CHUNK = 10_000;
 const BATCH_SIZE = 100;
@@ -46,9 +47,8 @@ export interface DaemonStart {
   rssMiB: number;
 }
 
-/** Spawns the daemon on `dataDir`, times it to its ready line, reads its RSS after 2 s of idle, stops it. */
-export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
-  const started = process.hrtime.bigint();
+/** The daemon on `dataDir` with these Node flags (free ports, services in <dataDir>/services, `env` on top), resolved at its ready line. */
+export async function startDaemonAt(dataDir: string, nodeFlags: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; ready: Record<string, unknown> }> {
   const child = spawn(process.execPath, [...nodeFlags, mainScript], {
     env: {
       PATH: process.env.PATH ?? '',
@@ -60,14 +60,22 @@ export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): 
       GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
       GATEWAYD_LOG_LEVEL: 'warn',
       GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"ready"') && resolve(JSON.parse(l) as Record<string, unknown>));
+    child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
+  });
+  return { child, ready };
+}
+
+/** Spawns the daemon on `dataDir`, times it to its ready line, reads its RSS after 2 s of idle, stops it. */
+export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
+  const started = process.hrtime.bigint();
+  const { child } = await startDaemonAt(dataDir, nodeFlags);
   try {
-    await new Promise<void>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"ready"') && resolve());
-      child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
-    });
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
     // Idle: start-up garbage settles, timers run once.
     await new Promise((r) => setTimeout(r, 2000));

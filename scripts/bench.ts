@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, maintenance, mapping (default: all).
+// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, maintenance, mapping, sparkplug (default: all).
 
 /** Start-up time to the ready line and resident memory at idle, first start and restart (the flags of npm start). */
 export async function benchStartup(): Promise<Record<string, number>> {
@@ -20,6 +20,7 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   'mqtt-persistence': async () => (await import('./bench-mqtt-persistence.js')).benchMqttPersistence(),
   maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),
   mapping: async () => (await import('./bench-mapping.js')).benchMapping(),
+  sparkplug: async () => (await import('./bench-sparkplug.js')).benchSparkplug(),
 };
 
 async function main(): Promise<void> {

@@ -38,6 +38,7 @@ import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
 import { createMappingService } from './mapping/index.js';
+import { createSparkplugSupport } from './sparkplug/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
 import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.js';
 import { createHealth } from './health/health.js';
@@ -107,6 +108,25 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });
   // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
+  // Sparkplug B edge nodes (DESIGN §14): their sessions go to the embedded broker as their runAs
+  // user (a session token minted per connect) or upstream; runAs's permissions bound them.
+  const sparkplug = createSparkplugSupport({
+    identity: {
+      findUser: (username) => users.findByUsername(username),
+      allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic),
+      coversFilter: (userId, filter) => engine.coversFilter(userId, 'mqtt', 'read', filter),
+      issueToken: async (userId, label, lifetimeHours) => {
+        const { token, record } = await tokens.issue(userId, { lifetimeHours, label });
+        return { token, fingerprint: record.fingerprint };
+      },
+      revokeToken: async (userId, fingerprint) => void (await tokens.revoke(userId, [fingerprint])),
+    },
+    // The broker's own listener; a wildcard bind address is reached on the loopback.
+    localBroker: () => (broker && brokerPorts.mqtt ? { host: config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host, port: brokerPorts.mqtt } : undefined),
+    store,
+    dataDir: config.dataDir,
+    log,
+  });
   // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
   const mapping = createMappingService({
     config: config.mapping,
@@ -117,6 +137,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     host: config.host,
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
     opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
+    sparkplug,
   });
 
   const health = createHealth({

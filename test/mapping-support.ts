@@ -13,6 +13,8 @@ export interface ModbusTestDevice {
   /** Emits 'write' ({fc, address, values}) after a write request was applied, 'request' (fc) as each answer is sent. */
   events: EventEmitter;
   requests: number;
+  /** Set: every request is answered with this exception code (a faulted device; the link stays up). */
+  exception?: number;
 }
 
 export interface ModbusTestServer extends ModbusTestDevice {
@@ -36,6 +38,7 @@ export function answerPdu(device: ModbusTestDevice, pdu: Buffer): Buffer {
   const fc = pdu[0]!;
   const address = pdu.readUInt16BE(1);
   const fail = (code: number) => Buffer.from([fc | 0x80, code]);
+  if (device.exception !== undefined) return fail(device.exception);
   switch (fc) {
     case 1:
     case 2: {

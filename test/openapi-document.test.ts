@@ -119,6 +119,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
+  // Sparkplug B edge nodes (README "Sparkplug B").
+  'GET /api/sparkplug/schema',
+  'GET /api/sparkplug',
+  'GET /api/sparkplug/{id}',
+  'PUT /api/sparkplug/{id}/operation',
   // The audit trail, the dashboard and the resource types for the web UI (README "Audit trail", "Web UI").
   'GET /api/audit',
   'GET /api/audit/actions',

@@ -11,15 +11,16 @@ import { ConnectionResource } from './connection-resource.js';
 import { createProtocolDrivers } from './drivers/index.js';
 import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
 import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
+import { EnableableResource } from './enableable-resource.js';
 import { MappingResource } from './mapping-resource.js';
 import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
-import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
-import { createRuntimeContext, OPCUA_UNAVAILABLE } from './runtime-context.js';
-import type { ConnectionDef, ServiceDef } from './service-files.js';
+import { createRuntimeContext, OPCUA_UNAVAILABLE, type RuntimeContext } from './runtime-context.js';
+import type { ConnectionDef, ServiceDef, SparkplugDef } from './service-files.js';
 
-export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 export type { ResourceChanges } from './definition-diff.js';
 export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
 
@@ -43,6 +44,20 @@ export interface MappingRuntimeDeps {
   opcua?: OpcuaRuntimeSupport;
   /** Operations' target states that outlive a restart; absent: every target comes from the files. */
   targets?: StoredTargets;
+  /** Builds Sparkplug edge nodes (src/sparkplug); absent: Sparkplug resources are not run (logged). */
+  sparkplug?: SparkplugNodes;
+}
+
+/** A Sparkplug edge node as the runtime drives it (src/sparkplug/sparkplug-resource.ts). */
+export interface SparkplugNode extends EnableableResource {
+  readonly def: SparkplugDef;
+  view(): SparkplugView;
+  stats(): SparkplugStats;
+}
+
+/** Makes edge nodes; `endpointOf` gives the running endpoints its metrics name. */
+export interface SparkplugNodes {
+  create(ctx: RuntimeContext, def: SparkplugDef, endpointOf: (id: string) => EndpointResource): SparkplugNode;
 }
 
 /** Per connection: its state and what went through it since it was (re)built. */
@@ -61,10 +76,19 @@ export interface ConnectionStats {
   published: number;
 }
 
+/** Per Sparkplug edge node: its session state and message counts (for /metrics). */
+export interface SparkplugStats {
+  id: string;
+  state: SparkplugView['node']['state'];
+  messages: SparkplugView['messages'];
+  commands: SparkplugView['commands'];
+}
+
 export interface MappingStats {
   services: number;
   resources: number;
   connections: ConnectionStats[];
+  sparkplug: SparkplugStats[];
 }
 
 export interface MappingRuntime {
@@ -99,11 +123,14 @@ export interface MappingRuntime {
   listNodes(): NodeSetView[];
   getNodeSet(id: string): NodeSetView;
   topics(): TopicsView;
+  listSparkplug(): SparkplugView[];
+  getSparkplug(id: string): SparkplugView;
+  setSparkplugOperation(id: string, operation: 'enable' | 'disable'): SparkplugView;
   /** Resolves when `pred` holds (checked on every state change); for tests and tools. */
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | SparkplugNode;
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
@@ -117,6 +144,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const mappings = new Map<string, MappingResource>();
   const servers = new Map<string, ServerResource>();
   const nodeSets = new Map<string, NodeSetResource>();
+  const sparkplugNodes = new Map<string, SparkplugNode>();
   /** The definitions running now, keyed (hash, run key). */
   let running = new Map<string, KeyedResource>();
   let serviceCount = 0;
@@ -142,11 +170,16 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const k of keyed) if (k.def.kind === 'endpoint') add(endpoints, new EndpointResource(ctx, k.def, connections.get(k.def.connectionId)!), k);
     for (const k of keyed) if (k.def.kind === 'nodes') add(nodeSets, new NodeSetResource(ctx, k.def, servers.get(k.def.serverId)!, opcua !== undefined), k);
     for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
+    for (const k of keyed) {
+      if (k.def.kind !== 'sparkplug') continue;
+      if (deps.sparkplug) add(sparkplugNodes, deps.sparkplug.create(ctx, k.def, (id) => endpoints.get(id)!), k);
+      else log.warn('Sparkplug resource not run: this runtime has no Sparkplug support', { id: k.def.id });
+    }
     return built;
   }
   const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
-  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id);
-  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets].some((m) => m.delete(id));
+  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id) ?? sparkplugNodes.get(id);
+  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets, sparkplugNodes].some((m) => m.delete(id));
 
   /** Keys of the service definitions seen (unchanged files are the same objects: not hashed again). */
   const keyCache = new WeakMap<ServiceDef, KeyedResource[]>();
@@ -154,8 +187,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   serviceCount = deps.services.length;
   build([...running.values()], storedTarget);
 
-  /** Order of stopping: what uses others first (mappings, node sets, endpoints), then what they use. */
-  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource ? 0 : r instanceof EndpointResource ? 1 : 2);
+  /** Order of stopping: what uses others first (mappings, node sets, edge nodes, endpoints), then what they use. */
+  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource || (r instanceof EnableableResource && r.kind === 'sparkplug') ? 0 : r instanceof EndpointResource ? 1 : 2);
 
   async function applyNow(services: ServiceDef[]): Promise<ResourceChanges> {
     const next = keyResources(services, keyCache);
@@ -201,10 +234,13 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const m of mappings.values()) m.reconcile();
       for (const s of servers.values()) s.reconcile();
       for (const n of nodeSets.values()) n.reconcile();
+      for (const s of sparkplugNodes.values()) s.reconcile();
     },
     async stop() {
       ctx.stop();
       await applying.catch(() => undefined);
+      // Edge nodes first: their NDEATH goes out while the endpoints and the broker still run.
+      await Promise.all([...sparkplugNodes.values()].map((s) => s.retire()));
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
       for (const n of nodeSets.values()) n.halt();
@@ -225,6 +261,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       connections: sorted(
         [...connections.values()].map((c) => ({ id: c.def.id, serviceId: c.def.serviceId, protocol: c.def.protocol, state: c.current, ...c.counters })),
       ),
+      sparkplug: sorted([...sparkplugNodes.values()].map((s) => s.stats())),
     }),
     listConnections: () => sorted([...connections.values()].map((c) => c.view())),
     getConnection: (id) => find(connections, id, 'Connection').view(),
@@ -285,6 +322,16 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),
       nodes: sorted([...nodeSets.values()].map((n) => ({ id: n.def.id, topics: n.topics() }))),
     }),
+    listSparkplug: () => sorted([...sparkplugNodes.values()].map((s) => s.view())),
+    getSparkplug: (id) => find(sparkplugNodes, id, 'Sparkplug edge node').view(),
+    setSparkplugOperation(id, operation) {
+      const s = find(sparkplugNodes, id, 'Sparkplug edge node');
+      s.target = operation === 'enable' ? 'enabled' : 'disabled';
+      log.info('sparkplug operation', { id, operation });
+      s.reconcile();
+      ctx.changed();
+      return s.view();
+    },
     waitFor: (pred, timeoutMs = 10_000) => ctx.waitFor(pred, timeoutMs),
   };
 }

@@ -29,7 +29,7 @@ export interface ServiceSummary {
   /** Whether a version of the service runs (when refused: the last one that validated, if any). */
   running: boolean;
   /** The resources of the running version, by type. */
-  resources: { connections: number; endpoints: number; mappings: number; servers: number; nodes: number };
+  resources: { connections: number; endpoints: number; mappings: number; servers: number; nodes: number; sparkplug: number };
   /** Last modification of the file (epoch ms). */
   modifiedAt: number;
 }
@@ -113,7 +113,7 @@ export function createServiceCatalog(deps: {
       state: e.problems.length ? 'refused' : 'applied',
       problems: asIssues(e.problems),
       running: e.running !== undefined,
-      resources: { connections: count('connection'), endpoints: count('endpoint'), mappings: count('mapping'), servers: count('server'), nodes: count('nodes') },
+      resources: { connections: count('connection'), endpoints: count('endpoint'), mappings: count('mapping'), servers: count('server'), nodes: count('nodes'), sparkplug: count('sparkplug') },
       modifiedAt: Math.round(e.modifiedAt),
     };
     const description = e.running?.description;

@@ -11,6 +11,9 @@ import type * as Yaml from 'yaml';
 import { compileRule, RuleError } from './rules.js';
 import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
+import { sparkplugDef, type SparkplugDef } from './sparkplug-file.js';
+
+export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugVia } from './sparkplug-file.js';
 import {
   httpAddressSchema,
   httpConfigurationSchema,
@@ -87,7 +90,7 @@ export interface NodeSetDef {
   nodes: Record<string, unknown>[];
   targetState: 'enabled' | 'disabled';
 }
-export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef;
+export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef | SparkplugDef;
 
 export interface ServiceDef {
   id: string;
@@ -365,6 +368,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
         break;
       }
       case 'Mapping':
+      case 'Sparkplug':
         break; // below, once every endpoint is known
     }
   }
@@ -406,6 +410,18 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
       if (!checks.every(Boolean)) complete = false;
     });
     if (complete) resources.push({ kind: 'mapping', id: idOf(name), serviceId, name, mappings: items, targetState: p.targetState });
+  }
+  for (const [name, { type, properties: p }] of resolved) {
+    if (type !== 'Sparkplug') continue;
+    const def = sparkplugDef(p, { id: idOf(name), serviceId, name }, `resources.${name}.properties`, {
+      endpointOf: (id) => endpoints.get(id),
+      declaredType,
+      collect,
+      fail: (path, reason) => {
+        throw new FileError(path, reason);
+      },
+    });
+    if (def) resources.push(def);
   }
   if (problems.length) throw new ServiceFileError(problems);
   const service: ServiceDef = { id: serviceId, file, resources };

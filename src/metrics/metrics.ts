@@ -31,6 +31,8 @@ export interface BrokerMetricsSource {
 
 export interface MappingMetricsSource {
   connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number }[];
+  /** Sparkplug B edge nodes: session state, messages published by type, commands by type and outcome. */
+  sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>> }[];
 }
 
 export interface MetricsSources {
@@ -155,6 +157,17 @@ export function createMetrics(sources: MetricsSources): Metrics {
         set(c.failures, { connection: c.id, kind: 'failure' });
         set(c.published, { connection: c.id, kind: 'published' });
       }
+    });
+    // Sparkplug B edge nodes (README "Sparkplug B").
+    const edgeNodes = () => sources.mapping().sparkplug ?? [];
+    metric('gauge', 'gatewayd_sparkplug_edge_node_born', 'Sparkplug edge nodes: 1 while born (NBIRTH out in a live session).', ['edge_node'], (set) => {
+      for (const n of edgeNodes()) set(n.state === 'born' ? 1 : 0, { edge_node: n.id });
+    });
+    metric('counter', 'gatewayd_sparkplug_messages_total', 'Sparkplug messages published, by edge node and type (NBIRTH, DBIRTH, NDATA, DDATA, NDEATH, DDEATH).', ['edge_node', 'type'], (set) => {
+      for (const n of edgeNodes()) for (const [type, count] of Object.entries(n.messages)) set(count, { edge_node: n.id, type });
+    });
+    metric('counter', 'gatewayd_sparkplug_commands_total', 'Sparkplug commands received, by edge node, type (NCMD, DCMD) and result (accepted, refused, failed).', ['edge_node', 'type', 'result'], (set) => {
+      for (const n of edgeNodes()) for (const [type, results] of Object.entries(n.commands)) for (const [result, count] of Object.entries(results)) set(count, { edge_node: n.id, type, result });
     });
     metric('gauge', 'gatewayd_store_bytes', 'Size of the store file.', [], (set) => {
       const n = sources.storeBytes();

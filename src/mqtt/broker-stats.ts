@@ -32,6 +32,43 @@ export interface BrokerStats {
   persistence?: BrokerStateStats;
 }
 
+/** The counters the broker's modules increment (part of BrokerStats). */
+export interface BrokerCounters {
+  connectsAccepted: number;
+  connectsRefused: number;
+  publishesRefused: number;
+  subscriptionsRefused: number;
+  forwardsRefused: number;
+  rateLimitDisconnects: number;
+  rateLimitPauses: number;
+  oversizeDisconnects: number;
+  queueDrops: number;
+  revocationDisconnects: number;
+  messagesReceived: number;
+  messagesSent: number;
+}
+
+export function newCounters(): BrokerCounters {
+  return {
+    connectsAccepted: 0,
+    connectsRefused: 0,
+    publishesRefused: 0,
+    subscriptionsRefused: 0,
+    forwardsRefused: 0,
+    rateLimitDisconnects: 0,
+    rateLimitPauses: 0,
+    oversizeDisconnects: 0,
+    queueDrops: 0,
+    revocationDisconnects: 0,
+    messagesReceived: 0,
+    messagesSent: 0,
+  };
+}
+
+export function newRefusalCounts(): Record<RefusalReason, number> {
+  return { bad_credentials: 0, not_authorized: 0, bad_client_id: 0, unsupported_version: 0, other: 0 };
+}
+
 export type RefusalReason = 'bad_credentials' | 'not_authorized' | 'bad_client_id' | 'unsupported_version' | 'other';
 
 /** The reason of a CONNACK return code (MQTT 3.1.1 numbering; MQTT 5 clients get the matching reason code). */

@@ -203,6 +203,7 @@ export interface JsonSchema {
   pattern?: string;
   definitions?: Record<string, JsonSchema>;
   uniqueItems?: boolean;
+  oneOf?: JsonSchema[];
 }
 
 export interface ServiceProblem {

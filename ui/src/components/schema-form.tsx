@@ -453,8 +453,48 @@ function GroupControl(props: FieldProps) {
   );
 }
 
+/** A property that is one of several shapes (text or settings): a choice of the shape, then its field. */
+function OneOfControl(props: FieldProps) {
+  const alternatives = props.schema.oneOf!;
+  const [picked, setPicked] = useState<number | undefined>(undefined);
+  const fits = (alt: JsonSchema) => (alt.type === 'object' ? isObj(props.value) && !isTagValue(props.value) : alt.type === 'array' ? Array.isArray(props.value) : !isObj(props.value) || isTagValue(props.value));
+  const index = props.value === undefined ? (picked ?? 0) : Math.max(0, alternatives.findIndex(fits));
+  const id = fieldId(props.path);
+  const labelOf = (alt: JsonSchema) => alt.title ?? (alt.type === 'object' ? 'settings' : alt.type === 'string' ? 'text' : (alt.type ?? 'value'));
+  // The field inside carries the path's id (problems and the summary's links go there).
+  return (
+    <fieldset class="group" id={`${id}-shapes`}>
+      <legend>
+        {props.name}
+        {props.required ? <span class="required"> (required)</span> : null}
+      </legend>
+      {props.schema.description && <p class="hint">{props.schema.description}</p>}
+      <div class="field">
+        <label for={`${id}-kind`}>Kind of {props.name}</label>
+        <select
+          id={`${id}-kind`}
+          value={String(index)}
+          onChange={(e) => {
+            const i = Number(e.currentTarget.value);
+            setPicked(i);
+            props.onChange(alternatives[i]!.type === 'object' ? skeleton(alternatives[i]!) : undefined);
+          }}
+        >
+          {alternatives.map((alt, i) => (
+            <option key={i} value={String(i)}>
+              {labelOf(alt)}
+            </option>
+          ))}
+        </select>
+      </div>
+      <Field {...props} name={`${props.name} (${labelOf(alternatives[index]!)})`} schema={{ ...alternatives[index]!, default: props.schema.default }} />
+    </fieldset>
+  );
+}
+
 function Field(props: FieldProps) {
   const { schema, value } = props;
+  if (schema.oneOf && !schema.type) return <OneOfControl {...props} />;
   const ref = refTypeOf(props.name, schema, props.ctx);
   if (ref !== undefined) return <RefControl {...props} type={ref} />;
   if (isTagValue(value) && schema.type !== 'object') return <TextControl {...props} />;

@@ -1,0 +1,74 @@
+// The aedes instance: its options, our hooks (handlers/), and the broker state it keeps (the
+// LMDB persistence of persistence/ with a store, else aedes' in-memory one with bounded queues).
+import { Aedes, type AedesOptions } from 'aedes';
+import type { GatewayConfig } from '../config/config-schema.js';
+import type { BrokerContext } from './broker-context.js';
+import type { AuthenticateHook } from './handlers/authenticate.js';
+import type { AuthorizeForwardHook } from './handlers/authorize-forward.js';
+import type { AuthorizePublishHook } from './handlers/authorize-publish.js';
+import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
+import type { PreConnectHook } from './handlers/pre-connect.js';
+import { boundOutgoingQueues } from './limits.js';
+import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
+import { installSessionPresentFlag } from './session-present.js';
+
+export interface AedesHooks {
+  preConnect: PreConnectHook;
+  authenticate: AuthenticateHook;
+  authorizePublish: AuthorizePublishHook;
+  authorizeSubscribe: AuthorizeSubscribeHook;
+  authorizeForward: AuthorizeForwardHook;
+}
+
+/** Aedes options shared by the gatewayd broker and the bare broker of the benchmark. */
+export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
+  return {
+    connectTimeout: config.connectTimeoutMs,
+    // Only applies to MQTT 3.1 (3.1.1 has no limit in Aedes); the general check is in preConnect.
+    maxClientsIdLength: config.maxClientIdLength,
+    // Parsed packets a client may pipeline before its CONNACK. Memory stays bounded anyway: Aedes
+    // stops reading the socket while the CONNECT is being handled.
+    queueLimit: config.maxQueuedMessages,
+    // A subscriber whose socket stays full this long is disconnected, so one frozen consumer
+    // cannot hold every delivery slot (Aedes `concurrency`) for long.
+    drainTimeout: config.drainTimeoutMs,
+    // Announced to MQTT 5 clients in the CONNACK.
+    topicAliasMaximum: config.topicAliasMaximum,
+    maximumPacketSize: config.maxPacketSizeBytes,
+    receiveMaximum: config.maxInflightMessages,
+    sessionExpiryIntervalLimit: config.persistence.sessionExpirySeconds,
+    // keepaliveLimit stays 0: Aedes would answer CONNACK 6, which MQTT 3.1.1 does not define.
+  };
+}
+
+/** Creates aedes with the hooks and the broker state; sets ctx.aedes and ctx.persistence. */
+export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promise<Aedes> {
+  const { store } = ctx.options;
+  const persistence = store && ctx.cfg.persistence.enabled ? createLmdbPersistence({ store, limits: persistenceLimits(ctx.cfg), log: ctx.log }) : undefined;
+  ctx.persistence = persistence;
+  const aedes = await Aedes.createBroker({
+    ...aedesBaseOptions(ctx.cfg),
+    ...(persistence ? { persistence } : {}),
+    preConnect: hooks.preConnect,
+    authenticate: hooks.authenticate,
+    authorizePublish: hooks.authorizePublish,
+    authorizeSubscribe: hooks.authorizeSubscribe,
+    authorizeForward: hooks.authorizeForward,
+  });
+  ctx.aedes = aedes;
+  if (persistence && store) {
+    // A QoS 1/2 publisher gets its PUBACK/PUBREC once the message is on disk.
+    acknowledgeWhenDurable(aedes, persistence);
+    // A restore swapped the store: the broker state is the backup's.
+    store.onReopen(() => persistence.reload());
+    // sessionPresent 1 for a returning session without subscriptions too (session-present.ts).
+    if (!installSessionPresentFlag()) ctx.log.warn('mqtt-packet has an unexpected shape: a returning session without subscriptions gets sessionPresent 0');
+  } else {
+    // The LMDB persistence bounds its queues itself (mqtt.maxQueuedMessages); aedes' in-memory one does not.
+    const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, ctx.cfg.maxQueuedMessages, () => {
+      ctx.counters.queueDrops++;
+    });
+    if (!bound) ctx.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
+  }
+  return aedes;
+}

@@ -1,0 +1,58 @@
+// What the broker's modules share: its options, counters, the aedes instance once created, and
+// the few decisions several hooks make the same way.
+import type { Aedes } from 'aedes';
+import type { GatewayConfig } from '../config/config-schema.js';
+import type { Logger } from '../log/logger.js';
+import { newCounters, newRefusalCounts, type BrokerCounters, type RefusalReason } from './broker-stats.js';
+import type { BrokerOptions } from './broker-options.js';
+import type { MqttAccess, MqttPrincipal } from './mqtt-access.js';
+import type { LmdbPersistence } from './persistence/index.js';
+
+export interface BrokerContext {
+  readonly options: BrokerOptions;
+  readonly cfg: GatewayConfig['mqtt'];
+  /** The broker's logger (component mqtt). */
+  readonly log: Logger;
+  readonly access: MqttAccess;
+  readonly counters: BrokerCounters;
+  readonly refusalsByReason: Record<RefusalReason, number>;
+  /** Set once start() created it. */
+  aedes: Aedes | undefined;
+  /** The LMDB persistence, when the broker has a store and mqtt.persistence.enabled. */
+  persistence: LmdbPersistence | undefined;
+  /** stop() was called: no new connection, upgrade or data-plane call is taken. */
+  stopping: boolean;
+}
+
+export function createBrokerContext(options: BrokerOptions): BrokerContext {
+  return {
+    options,
+    cfg: options.config,
+    log: options.log.child({ component: 'mqtt' }),
+    access: options.access,
+    counters: newCounters(),
+    refusalsByReason: newRefusalCounts(),
+    aedes: undefined,
+    persistence: undefined,
+    stopping: false,
+  };
+}
+
+export function isSysTopic(topic: string): boolean {
+  return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
+}
+
+/** The permission engine's answer; a failing engine answers no (and is logged). */
+export function allows(ctx: BrokerContext, principal: MqttPrincipal, operation: 'read' | 'write', topic: string): boolean {
+  try {
+    return ctx.access.allows(principal, operation, topic) === true;
+  } catch (err) {
+    ctx.log.error('mqtt permission decision failed', { username: principal.username, operation, topic, error: (err as Error).message });
+    return false;
+  }
+}
+
+/** True while the broker's store (when it has one) cannot write. */
+export function storeCannotWrite(ctx: BrokerContext): boolean {
+  return ctx.options.store !== undefined && ctx.cfg.persistence.enabled && !ctx.options.store.writeHealth().writable;
+}

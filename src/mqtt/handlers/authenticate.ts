@@ -1,0 +1,119 @@
+// aedes `authenticate` hook: connection admission. Answers the refusals preConnect noted, admits
+// anonymous clients when allowed, and asks the permission engine (access.authenticate) for the
+// others, at most mqtt.maxConcurrentAuth at once (FIFO, none dropped), each bounded by
+// connectTimeoutMs.
+//
+// - Anonymous (no username and no verified client certificate): refused with CONNACK 4 unless
+//   mqtt.allowAnonymous. An admitted anonymous client has NO permissions at all; the access port
+//   is never asked about it.
+// - A client id live or persistent for ANOTHER user is refused with CONNACK 2, so one user cannot
+//   kick another user's device off or take over its session (session-registry.ts).
+// - Credentials revoked while the authentication ran: refused (revocation-log.ts).
+// - MQTT 5: refusals carry the MQTT 3.1.1 return code, which aedes 2 turns into the reason code
+//   (4 → 0x86, 5 → 0x87).
+import type tls from 'node:tls';
+import type { Client } from 'aedes';
+import type { BrokerContext } from '../broker-context.js';
+import { stateOf } from '../client-state.js';
+import { connackError, returnCodeFor, type ConnackError } from '../connack-errors.js';
+import { recordRefusal } from '../connect-refusals.js';
+import type { ConcurrencyLimiter } from '../limits.js';
+import { peerCertificate } from '../listeners.js';
+import type { MqttCredentials, MqttPrincipal } from '../mqtt-access.js';
+import type { RevocationLog } from '../revocation-log.js';
+import type { SessionRegistry } from '../session-registry.js';
+
+export type AuthenticateHook = (
+  client: Client,
+  username: Readonly<string | undefined>,
+  password: Readonly<Buffer | undefined>,
+  done: (error: ConnackError | null, success: boolean | null) => void,
+) => void;
+
+export interface AuthenticateDeps {
+  limiter: ConcurrencyLimiter;
+  revocations: RevocationLog;
+  sessions: SessionRegistry;
+}
+
+export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, sessions }: AuthenticateDeps): AuthenticateHook {
+  const cfg = ctx.cfg;
+  return (client, username, password, done) => {
+    const st = stateOf(client);
+    if (!st) return done(connackError(3, 'unknown connection'), null);
+    if (st.refuseCode !== 0) {
+      recordRefusal(ctx, st, { clientId: client.id, username, returnCode: st.refuseCode, reason: st.refuseReason });
+      return done(connackError(st.refuseCode as 2, st.refuseReason), null);
+    }
+    const certificate = st.transport === 'tls' ? peerCertificate(client.conn as tls.TLSSocket) : undefined;
+    if (username === undefined && certificate === undefined) {
+      if (!cfg.allowAnonymous) {
+        recordRefusal(ctx, st, { clientId: client.id, username: undefined, returnCode: 4, reason: 'anonymous connections are not allowed' });
+        return done(connackError(4, 'anonymous connections are not allowed'), null);
+      }
+      if (!sessions.ownerAllows(client, '')) {
+        recordRefusal(ctx, st, { clientId: client.id, username: undefined, returnCode: 2, reason: 'client id is in use by another user' });
+        return done(connackError(2, 'client id is in use by another user'), null);
+      }
+      st.anonymous = true;
+      sessions.recordSession(client, '');
+      ctx.counters.connectsAccepted++;
+      return done(null, true);
+    }
+
+    const credentials: MqttCredentials = { clientId: client.id };
+    if (username !== undefined) credentials.username = username;
+    if (password !== undefined) credentials.password = password;
+    if (certificate !== undefined) credentials.certificate = certificate;
+    if (st.remote) credentials.remoteAddress = st.remote;
+
+    limiter.schedule((release) => {
+      if (client.closed) {
+        release(); // gave up while waiting for a slot
+        return;
+      }
+      const since = revocations.seq;
+      let settled = false;
+      const finish = (err: unknown, principal?: MqttPrincipal) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        release();
+        if (client.closed) return;
+        if (err !== null || !principal) {
+          const code = returnCodeFor(err);
+          const reason = code === 4 ? 'bad username or password' : code === 5 ? 'not authorized' : 'authentication failed';
+          if (code === 3) {
+            ctx.log.error('mqtt authentication error', { clientId: client.id, username, error: err instanceof Error ? err.message : String(err) });
+          }
+          recordRefusal(ctx, st, { clientId: client.id, username: username ?? certificate?.commonName, returnCode: code, reason });
+          return done(connackError(code, reason), null);
+        }
+        const revoked = revocations.revokedSince(since, principal);
+        if (revoked !== false) {
+          const code = revoked === null ? 3 : 4;
+          recordRefusal(ctx, st, { clientId: client.id, username: principal.username, returnCode: code, reason: 'credentials revoked during authentication' });
+          return done(connackError(code, 'credentials revoked'), null);
+        }
+        if (!sessions.ownerAllows(client, principal.userId)) {
+          recordRefusal(ctx, st, { clientId: client.id, username: principal.username, returnCode: 2, reason: 'client id is in use by another user' });
+          return done(connackError(2, 'client id is in use by another user'), null);
+        }
+        st.principal = principal;
+        sessions.admitUser(client, principal);
+        ctx.counters.connectsAccepted++;
+        done(null, true);
+      };
+      const timer = setTimeout(() => finish(new Error('authentication timed out')), cfg.connectTimeoutMs);
+      timer.unref();
+      try {
+        ctx.access.authenticate(credentials).then(
+          (principal) => finish(null, principal),
+          (err: unknown) => finish(err ?? new Error('authentication failed')),
+        );
+      } catch (err) {
+        finish(err ?? new Error('authentication failed'));
+      }
+    });
+  };
+}

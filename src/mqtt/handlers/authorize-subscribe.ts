@@ -1,0 +1,33 @@
+// aedes `authorizeSubscribe` hook: a filter is granted only when one read permission covers it
+// whole (access.coversFilter), so every topic it can match is readable (which lets
+// authorize-forward.ts skip per-message checks). Refused: 0x80 in the SUBACK (MQTT 5: 0x87),
+// and the client stays connected.
+import type { Client } from 'aedes';
+import { storeCannotWrite, type BrokerContext } from '../broker-context.js';
+import { stateOf } from '../client-state.js';
+
+export type AuthorizeSubscribeHook = (client: Client, sub: { topic: string; qos: number }, callback: (error: Error | null, subscription?: any) => void) => void;
+
+export function createAuthorizeSubscribe(ctx: BrokerContext): AuthorizeSubscribeHook {
+  return (client, sub, callback) => {
+    const st = stateOf(client);
+    let ok = false;
+    if (st && !st.revoked && st.principal !== null) {
+      try {
+        ok = ctx.access.coversFilter(st.principal, sub.topic);
+      } catch (err) {
+        ctx.log.error('mqtt subscribe decision failed', { clientId: client.id, filter: sub.topic, error: (err as Error).message });
+      }
+    }
+    // A persistent session's subscription is stored (aedes skips the store for clean sessions):
+    // while the store cannot write, the SUBACK says 0x80 instead of promising a stored one.
+    const unstorable = ok && !client.clean && storeCannotWrite(ctx);
+    if (unstorable) ok = false;
+    if (!ok) {
+      ctx.counters.subscriptionsRefused++;
+      ctx.log.info('mqtt subscription refused', { clientId: client.id, username: st?.principal?.username, filter: sub.topic, ...(unstorable ? { reason: 'the store cannot write' } : {}) });
+    }
+    // null: Aedes answers 0x80 for this filter in the SUBACK and keeps the client connected.
+    callback(null, ok ? sub : null);
+  };
+}

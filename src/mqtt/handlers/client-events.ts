@@ -1,0 +1,39 @@
+// aedes' client events: session bookkeeping, connect/disconnect logs, and the refusals aedes
+// decides itself before any hook (an unsupported protocol version, a malformed client id).
+import type { Aedes } from 'aedes';
+import type { BrokerContext } from '../broker-context.js';
+import { stateOf } from '../client-state.js';
+import { recordRefusal } from '../connect-refusals.js';
+import type { SessionRegistry } from '../session-registry.js';
+
+export function watchClientEvents(ctx: BrokerContext, aedes: Aedes, sessions: SessionRegistry): void {
+  const log = ctx.log;
+  aedes.on('client', (client) => sessions.registered(client));
+  aedes.on('clientReady', (client) => {
+    const st = stateOf(client);
+    log.info('mqtt client connected', {
+      clientId: client.id,
+      username: st?.principal?.username,
+      anonymous: st?.anonymous || undefined,
+      transport: st?.transport,
+      remote: st?.remote,
+    });
+  });
+  aedes.on('clientDisconnect', (client) => {
+    sessions.unregistered(client);
+    log.debug('mqtt client disconnected', { clientId: client.id, username: stateOf(client)?.principal?.username });
+  });
+  aedes.on('clientError', (client, err) => {
+    log.debug('mqtt client error', { clientId: client.id, username: stateOf(client)?.principal?.username, error: err.message });
+  });
+  aedes.on('connectionError', (client, err) => {
+    const st = stateOf(client);
+    const code = (err as { errorCode?: unknown }).errorCode;
+    // Ours were counted where they were decided.
+    if (st && !st.refusalCounted && typeof code === 'number' && code > 0) {
+      recordRefusal(ctx, st, { clientId: client.id || undefined, returnCode: code, reason: err.message });
+      return;
+    }
+    log.debug('mqtt connection error', { remote: st?.remote, error: err.message });
+  });
+}
