@@ -46,6 +46,7 @@ import { createMetrics } from './metrics/metrics.js';
 import { metricsRoute } from './metrics/metrics-route.js';
 import { createAuditTrail } from './audit/index.js';
 import { auditRoutes } from './http/routes/audit-routes.js';
+import { brokerAdminRoutes } from './http/routes/broker-admin-routes.js';
 import { createDashboard } from './metrics/dashboard.js';
 import { uiSupportRoutes } from './http/routes/ui-support-routes.js';
 import { maintenancePaths } from './maintenance/paths.js';
@@ -206,6 +207,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
       auditRoutes({ audit }),
+      brokerAdminRoutes({ broker: () => broker, usernameOf: (userId) => store.users.get(userId)?.username }),
       uiSupportRoutes({ dashboard }),
     ],
   });

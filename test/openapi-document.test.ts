@@ -129,6 +129,14 @@ const ADDED_OPERATIONS: readonly string[] = [
   'GET /api/audit/actions',
   'GET /api/dashboard',
   'GET /api/resource-types',
+  // The broker's clients, sessions and retained messages (README "Broker clients and sessions").
+  'GET /api/broker/clients',
+  'GET /api/broker/clients/{clientId}',
+  'DELETE /api/broker/clients/{clientId}',
+  'GET /api/broker/sessions',
+  'DELETE /api/broker/sessions/{clientId}',
+  'GET /api/broker/retained',
+  'DELETE /api/broker/retained',
   // Probes and metrics (README "Health and metrics").
   'GET /health',
   'GET /health/ready',

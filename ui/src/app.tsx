@@ -7,6 +7,7 @@ import { messageOf } from './api.js';
 import { ErrorBoundary, ErrorMessage, Loading } from './components/feedback.js';
 import { AccountPage } from './pages/account.js';
 import { AuditPage } from './pages/audit.js';
+import { ClientsPage } from './pages/clients.js';
 import { DevicesPage } from './pages/devices.js';
 import { MaintenancePage } from './pages/maintenance.js';
 import { MappingPage } from './pages/mapping.js';
@@ -51,6 +52,7 @@ export const routes: Route[] = [
   { path: '/services/:id', title: 'Service', load: loadServiceEditor },
   { path: '/rules', title: 'Rule sandbox', page: RulesPage, nav: { label: 'Rules', needs: '/api/rule-engine/transform' } },
   { path: '/topics', title: 'Topic explorer', load: loadTopics, nav: { label: 'Topics' } },
+  { path: '/clients', title: 'MQTT clients', page: ClientsPage, nav: { label: 'Clients', needs: '/api/broker/clients' } },
   { path: '/audit', title: 'Audit trail', page: AuditPage, nav: { label: 'Audit', needs: '/api/audit' } },
   { path: '/account', title: 'Your account', page: AccountPage },
 ];

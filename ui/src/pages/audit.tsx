@@ -5,6 +5,7 @@ import { useState } from 'preact/hooks';
 import { api, saveBlob } from '../api.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button, SelectField, TextField } from '../components/forms.js';
+import { CursorPager, useCursorPages } from '../components/cursor-pager.js';
 import { Table } from '../components/table.js';
 import { formatDate } from '../components/widgets.js';
 import { useAction, useAsync } from '../hooks.js';
@@ -103,10 +104,8 @@ function FilterForm(props: { applied: Filters; onApply: (f: Filters) => void }) 
 
 export function AuditPage() {
   const [filters, setFilters] = useState<Filters>(noFilters);
-  // Cursors of the pages before the current one (the first page has none).
-  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
-  const cursor = cursors[cursors.length - 1];
-  const page = useAsync(() => api<AuditPage>('GET', '/api/audit', { query: { ...queryOf(filters), limit: PAGE, cursor } }), [filters, cursor]);
+  const pages = useCursorPages((cursor) => api<AuditPage>('GET', '/api/audit', { query: { ...queryOf(filters), limit: PAGE, cursor } }), [filters]);
+  const page = pages.page;
   const exporting = useAction();
   const items = page.data?.items;
   return (
@@ -117,7 +116,7 @@ export function AuditPage() {
         applied={filters}
         onApply={(f) => {
           setFilters(f);
-          setCursors([undefined]);
+          pages.reset();
         }}
       />
       <div class="actions export">
@@ -154,15 +153,7 @@ export function AuditPage() {
               </tr>
             ))}
           </Table>
-          <nav class="pager" aria-label="Pages of the audit trail">
-            <Button disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-              Newer events
-            </Button>
-            <span aria-live="polite">Page {cursors.length}</span>
-            <Button disabled={!page.data?.nextCursor} onClick={() => setCursors([...cursors, page.data!.nextCursor])}>
-              Older events
-            </Button>
-          </nav>
+          <CursorPager pages={pages} what="the audit trail" back="Newer events" forward="Older events" />
         </>
       )}
     </section>
