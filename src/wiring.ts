@@ -69,7 +69,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   const audit = createAuditTrail({
     store,
     log: baseLog,
-    limits: { maxEntries: config.audit.maxEntries, maxAgeMs: config.audit.maxAgeDays * 86_400_000 },
+    limits: { maxEntries: config.audit.maxEntries, maxAgeMs: config.audit.maxAgeDays * 86_400_000, maxPerSecond: config.audit.maxEventsPerSecond },
     previousStoreDir: maintenancePaths(config.dataDir).beforeRestore,
   });
   const log = audit.logger(baseLog);

@@ -165,7 +165,7 @@ describe('audit trail: bounds and cost', function () {
   const silent = createSilentLogger();
 
   it('keeps at most maxEntries records, dropping the oldest', async () => {
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 100, maxAgeMs: 86_400_000 } });
+    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 100, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
     await trail.part.start();
     const log = trail.logger(silent);
     for (let i = 0; i < 250; i++) log.audit('login', { username: `u${i}` });
@@ -183,7 +183,7 @@ describe('audit trail: bounds and cost', function () {
 
   it('drops records older than maxAge at the next pruning', async () => {
     let now = Date.parse('2024-01-01T00:00:00Z');
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 1000, maxAgeMs: 3_600_000 }, now: () => now, pruneIntervalMs: 20 });
+    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 1000, maxAgeMs: 3_600_000, maxPerSecond: 1e6 }, now: () => now, pruneIntervalMs: 20 });
     await trail.part.start();
     for (let i = 0; i < 5; i++) trail.record('login', { username: 'old' });
     now += 2 * 3_600_000;
@@ -191,6 +191,21 @@ describe('audit trail: bounds and cost', function () {
     await trail.settled();
     for (let i = 0; i < 200 && trail.stats().records > 1; i++) await delay(10);
     expect(trail.query({ limit: 10 }).records.map((r) => r.user)).to.deep.equal(['new']);
+    await trail.part.stop();
+  });
+
+  it('stores at most maxPerSecond events a second, then one record of how many it left out', async () => {
+    let now = Date.now();
+    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 1000, maxAgeMs: 86_400_000, maxPerSecond: 10 }, now: () => now });
+    await trail.part.start();
+    for (let i = 0; i < 25; i++) trail.record('mqtt.connect.refused', { clientId: `flood-${i}`, remote: '192.0.2.7' });
+    expect(trail.stats().dropped).to.equal(15);
+    now += 2000;
+    trail.record('login', { username: 'after-the-flood' });
+    await trail.settled();
+    const page = trail.query({ limit: 50 });
+    expect(page.records.map((r) => r.action)).to.deep.equal(['login', 'audit events not stored', ...Array(10).fill('mqtt.connect.refused')]);
+    expect(page.records[1]!.details).to.include({ count: 15 });
     await trail.part.stop();
   });
 
@@ -202,7 +217,7 @@ describe('audit trail: bounds and cost', function () {
       dbs.set(name, db);
       return db;
     });
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000 } });
+    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
     await trail.part.start();
     for (let i = 0; i < 3000; i++) trail.record(i % 300 === 0 ? 'grant refused' : 'login', { username: i % 300 === 0 ? 'mallory' : `device-${i}` });
     await trail.settled();

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log/index.js';
 import type { Part } from '../daemon.js';
 import type { Store } from '../store/index.js';
+import { TokenBucket } from '../mqtt/limits.js';
 import { createAuditContext, type AuditContext } from './audit-context.js';
 import { tapAudit } from './audit-logger.js';
 import { toRecord, type AuditRecord } from './audit-records.js';
@@ -16,7 +17,10 @@ export interface AuditTrailDeps {
   store: Store;
   /** Where the pruning and the write failures are reported (the plain logger: not audited). */
   log: Logger;
-  limits: AuditLimits;
+  limits: AuditLimits & {
+    /** Events stored per second at most (a burst of one second's worth); beyond, counted and summed up in one record. */
+    maxPerSecond: number;
+  };
   /** The store a restore replaced (<data>/db.before-restore): its newer events are kept after a restore. */
   previousStoreDir?: string;
   /** Period of the age pruning (default 60 s). */
@@ -27,7 +31,7 @@ export interface AuditTrailDeps {
 export interface AuditStats {
   /** Records in the trail. */
   records: number;
-  /** Events not stored: the store could not write, or too many arrived during a restore's swap. */
+  /** Events not stored: the store could not write, too many arrived during a restore's swap, or faster than maxPerSecond. */
   dropped: number;
 }
 
@@ -60,6 +64,11 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
   let inFlight: Promise<unknown> = Promise.resolve();
   let pruning: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
+  // A flood of refused MQTT connects must not turn into a flood of flash writes: beyond the rate
+  // events reach the log only, and one record says how many the trail lacks.
+  const bucket = new TokenBucket(deps.limits.maxPerSecond);
+  let overflow = 0;
+  let overflowSince = 0;
 
   function prune(): Promise<void> {
     pruning ??= db
@@ -91,6 +100,12 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
   }
 
   function record(event: string, fields: Record<string, unknown> = {}): void {
+    if (!bucket.take(now())) {
+      if (overflow++ === 0) overflowSince = now();
+      dropped++;
+      return;
+    }
+    summariseOverflow();
     const request = context.current();
     const r = toRecord({ time: now(), seq: seq++, run, action: event, fields, ...(request?.actor ? { actor: request.actor } : {}), ...(request?.source ? { requestSource: request.source } : {}) });
     if (!opened || !store.isOpen()) {
@@ -99,6 +114,16 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
       return;
     }
     write(r);
+  }
+
+  /** The record of the events the rate kept out, once the rate allows again (or at the next pruning). */
+  function summariseOverflow(): void {
+    if (overflow === 0) return;
+    const count = overflow;
+    overflow = 0;
+    const r = toRecord({ time: now(), seq: seq++, run, action: 'audit events not stored', fields: { count, since: new Date(overflowSince).toISOString(), reason: `more than ${deps.limits.maxPerSecond} events per second (they are in the log)` } });
+    if (!opened || !store.isOpen()) pending.push(r);
+    else write(r);
   }
 
   function flushPending(): void {
@@ -142,7 +167,10 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
         opened = true;
         flushPending();
         void prune();
-        timer = setInterval(() => void prune(), deps.pruneIntervalMs ?? 60_000);
+        timer = setInterval(() => {
+          if (bucket.take(now())) summariseOverflow();
+          void prune();
+        }, deps.pruneIntervalMs ?? 60_000);
         timer.unref();
       },
       stop: async () => {

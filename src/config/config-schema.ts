@@ -142,6 +142,7 @@ export const configSchema = obj({
   audit: obj({
     maxEntries: { type: 'integer', minimum: 100, maximum: 10000000 },
     maxAgeDays: { type: 'integer', minimum: 1, maximum: 3650 },
+    maxEventsPerSecond: { type: 'integer', minimum: 1, maximum: 100000 },
   }),
   dashboard: obj({
     intervalSeconds: { type: 'integer', minimum: 1, maximum: 600 },
@@ -280,7 +281,7 @@ export interface GatewayConfig {
     watchDebounceMs: number;
   };
   /** The audit trail in the store (src/audit): bounded by count and by age. */
-  audit: { maxEntries: number; maxAgeDays: number };
+  audit: { maxEntries: number; maxAgeDays: number; maxEventsPerSecond: number };
   /** The dashboard's ring in memory (src/metrics/dashboard.ts): one sample per interval, for the window. */
   dashboard: { intervalSeconds: number; windowSeconds: number };
 }
