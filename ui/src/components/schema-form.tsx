@@ -283,6 +283,19 @@ function JsonControl(props: FieldProps) {
   );
 }
 
+/** The legend of a group of fields (required marked) and its description. */
+function GroupHead(props: { name: string; required: boolean; description?: string }) {
+  return (
+    <>
+      <legend>
+        {props.name}
+        {props.required ? <span class="required"> (required)</span> : null}
+      </legend>
+      {props.description && <p class="hint">{props.description}</p>}
+    </>
+  );
+}
+
 /** Several enum values (e.g. securityModes): one checkbox each. */
 function EnumListControl(props: FieldProps) {
   const values = props.schema.items!.enum!;
@@ -290,11 +303,7 @@ function EnumListControl(props: FieldProps) {
   const id = fieldId(props.path);
   return (
     <fieldset class="group" id={id}>
-      <legend>
-        {props.name}
-        {props.required ? <span class="required"> (required)</span> : null}
-      </legend>
-      {props.schema.description && <p class="hint">{props.schema.description}</p>}
+      <GroupHead name={props.name} required={props.required} description={props.schema.description} />
       <div class="choices">
         {values.map((v) => (
           <div class="check" key={String(v)}>
@@ -323,11 +332,7 @@ function ItemListControl(props: FieldProps) {
   const set = (next: Json[]) => props.onChange(next.length || props.required ? next : undefined);
   return (
     <fieldset class="group" id={fieldId(props.path)}>
-      <legend>
-        {props.name}
-        {props.required ? <span class="required"> (required)</span> : null}
-      </legend>
-      {props.schema.description && <p class="hint">{props.schema.description}</p>}
+      <GroupHead name={props.name} required={props.required} description={props.schema.description} />
       <Problems path={props.path} ctx={props.ctx} />
       {list.map((item, i) => (
         <fieldset class="item" key={i}>
@@ -441,11 +446,7 @@ function GroupControl(props: FieldProps) {
   const value = isObj(props.value) ? props.value : {};
   return (
     <fieldset class="group" id={id}>
-      <legend>
-        {props.name}
-        {props.required ? <span class="required"> (required)</span> : null}
-      </legend>
-      {schema.description && <p class="hint">{schema.description}</p>}
+      <GroupHead name={props.name} required={props.required} description={schema.description} />
       <Problems path={props.path} ctx={props.ctx} />
       {picker}
       <ObjectFields schema={schema} value={value} path={props.path} ctx={props.ctx} onChange={(v) => props.onChange(Object.keys(v as Obj).length || props.required ? v : undefined)} />
@@ -464,11 +465,7 @@ function OneOfControl(props: FieldProps) {
   // The field inside carries the path's id (problems and the summary's links go there).
   return (
     <fieldset class="group" id={`${id}-shapes`}>
-      <legend>
-        {props.name}
-        {props.required ? <span class="required"> (required)</span> : null}
-      </legend>
-      {props.schema.description && <p class="hint">{props.schema.description}</p>}
+      <GroupHead name={props.name} required={props.required} description={props.schema.description} />
       <div class="field">
         <label for={`${id}-kind`}>Kind of {props.name}</label>
         <select
