@@ -30,6 +30,8 @@ describe('web UI: dashboard', function () {
       expect(await page.locator(`figure[data-series="${id}"] svg[role="img"]`).getAttribute('aria-label'), id).to.match(/over the last hour: now /);
     }
 
+    // The line as it is before anything is published (nothing yet, or a flat zero).
+    const lineBefore = (await messagesIn.locator('polyline').count()) ? await messagesIn.locator('polyline').last().getAttribute('points') : null;
     const publisher = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
     let sent = 0;
     // Bursts of changing size, so the line has a shape.
@@ -38,7 +40,6 @@ describe('web UI: dashboard', function () {
       for (let i = 0; i < burst; i++) publisher.publish('line/3/press/temperature', String(20 + (sent++ % 10)), { qos: 0 });
     }, 20);
     try {
-      const lineBefore = await messagesIn.locator('polyline').last().getAttribute('points').catch(() => null);
       // The next samples carry the publisher: messages in per second above zero, one more client.
       // A function, not a string: the page's CSP forbids eval.
       const atLeast = ([id, min]: [string, number]) => {
