@@ -339,9 +339,11 @@ function Editor(props: { id: string; loaded: Loaded }) {
       )}
 
       <div class="actions editor-actions">
-        <Button busy={action.busy} onClick={() => void check()}>
-          Check
-        </Button>
+        {can('write', `/api/services/${id}/validate`) && (
+          <Button busy={action.busy} onClick={() => void check()}>
+            Check
+          </Button>
+        )}
         {mayWrite && (
           <Button variant="primary" busy={action.busy} onClick={() => void apply()}>
             Apply
