@@ -50,6 +50,12 @@ import { createMetrics } from './metrics/metrics.js';
 import { metricsRoute } from './metrics/metrics-route.js';
 import { createBrokerHooks } from './broker-hooks/index.js';
 import { brokerHookEndpoint } from './http/routes/broker-hook-routes.js';
+import { createAuditTrail } from './audit/index.js';
+import { auditRoutes } from './http/routes/audit-routes.js';
+import { brokerAdminRoutes } from './http/routes/broker-admin-routes.js';
+import { createDashboard } from './metrics/dashboard.js';
+import { uiSupportRoutes } from './http/routes/ui-support-routes.js';
+import { maintenancePaths } from './maintenance/paths.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -60,11 +66,19 @@ export interface WireOptions {
  * Builds every part of gatewayd from the configuration: explicit dependencies, no
  * module-level singletons. The returned parts are started in order by the daemon.
  */
-export function wireGateway(config: GatewayConfig, log: Logger, options: WireOptions = {}) {
+export function wireGateway(config: GatewayConfig, baseLog: Logger, options: WireOptions = {}) {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  recoverMaintenanceFiles({ dataDir: config.dataDir, log }); // before the store opens: finishes or undoes an interrupted restore swap
+  recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  // The audit trail (DESIGN §14): every part logs through `log`, whose audit events also go to the store.
+  const audit = createAuditTrail({
+    store,
+    log: baseLog,
+    limits: { maxEntries: config.audit.maxEntries, maxAgeMs: config.audit.maxAgeDays * 86_400_000, maxPerSecond: config.audit.maxEventsPerSecond },
+    previousStoreDir: maintenancePaths(config.dataDir).beforeRestore,
+  });
+  const log = audit.logger(baseLog);
   const events = createAccessEvents();
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
   const engine = createPermissionEngine({ store, events });
@@ -189,6 +203,21 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       return backup?.succeeded ? backup.endDate : undefined;
     },
   });
+  // The overview's charts: the last hour of the counters above, sampled in memory.
+  const dashboard = createDashboard({
+    sources: {
+      broker: () => broker?.stats(),
+      logins: () => auth.loginCounts(),
+      freeDiskBytes: () => health.freeDiskBytes(),
+      // Undefined while no bridge runs: the series then has no points.
+      bridgeQueued: () => {
+        const figures = bridges.figures();
+        return figures.length === 0 ? undefined : figures.reduce((n, b) => n + b.queue.messages, 0);
+      },
+    },
+    intervalMs: config.dashboard.intervalSeconds * 1000,
+    windowMs: config.dashboard.windowSeconds * 1000,
+  });
   store.onWriteHealthChange((h) => {
     if (h.writable) log.info('the store writes again');
     else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
@@ -213,6 +242,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     plainHttpPolicy: plainHttp.middleware,
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
+    routeContext: audit.context.middleware,
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
     // Guarded first, then answered without the generic pipeline (validated against the same document).
     callerGuards: [
@@ -233,6 +263,9 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       idpRoutes({ idp, httpsPort: () => httpsPort() }),
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
+      auditRoutes({ audit }),
+      brokerAdminRoutes({ broker: () => broker, usernameOf: (userId) => store.users.get(userId)?.username }),
+      uiSupportRoutes({ dashboard }),
     ],
   });
   const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs, admitUpgrade: plainHttp.admitUpgrade });
@@ -264,6 +297,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         await store.close();
       },
     },
+    audit.part,
     {
       name: 'bootstrap',
       start: () => bootstrapAdmin({ store, users, roles, config, log }),
@@ -310,6 +344,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       : []),
     mapping.part,
     brokerHooks.part,
+    dashboard.part,
     // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
     https,
     http,
@@ -317,7 +352,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, bridges, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

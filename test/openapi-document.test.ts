@@ -139,6 +139,19 @@ const ADDED_OPERATIONS: readonly string[] = [
   'GET /api/bridges',
   'GET /api/bridges/{id}',
   'PUT /api/bridges/{id}/operation',
+  // The audit trail, the dashboard and the resource types for the web UI (README "Audit trail", "Web UI").
+  'GET /api/audit',
+  'GET /api/audit/actions',
+  'GET /api/dashboard',
+  'GET /api/resource-types',
+  // The broker's clients, sessions and retained messages (README "Broker clients and sessions").
+  'GET /api/broker/clients',
+  'GET /api/broker/clients/{clientId}',
+  'DELETE /api/broker/clients/{clientId}',
+  'GET /api/broker/sessions',
+  'DELETE /api/broker/sessions/{clientId}',
+  'GET /api/broker/retained',
+  'DELETE /api/broker/retained',
   // Probes and metrics (README "Health and metrics").
   'GET /health',
   'GET /health/ready',

@@ -161,6 +161,15 @@ export const configSchema = obj({
     vernemq: obj({ managementUrl: managementUrl(), apiKey: { type: 'string' } }),
     emqx: obj({ managementUrl: managementUrl(), apiKey: { type: 'string' }, apiSecret: { type: 'string' } }),
   }),
+  audit: obj({
+    maxEntries: { type: 'integer', minimum: 100, maximum: 10000000 },
+    maxAgeDays: { type: 'integer', minimum: 1, maximum: 3650 },
+    maxEventsPerSecond: { type: 'integer', minimum: 1, maximum: 100000 },
+  }),
+  dashboard: obj({
+    intervalSeconds: { type: 'integer', minimum: 1, maximum: 600 },
+    windowSeconds: { type: 'integer', minimum: 60, maximum: 86400 },
+  }),
 });
 
 /** A cluster's management API base URL; empty: no revocation pushes to that cluster. */
@@ -332,4 +341,8 @@ export interface GatewayConfig {
     vernemq: { managementUrl: string; apiKey: string };
     emqx: { managementUrl: string; apiKey: string; apiSecret: string };
   };
+  /** The audit trail in the store (src/audit): bounded by count and by age. */
+  audit: { maxEntries: number; maxAgeDays: number; maxEventsPerSecond: number };
+  /** The dashboard's ring in memory (src/metrics/dashboard.ts): one sample per interval, for the window. */
+  dashboard: { intervalSeconds: number; windowSeconds: number };
 }

@@ -34,6 +34,8 @@ export interface HttpAppOptions {
    * it ships is the one the tests checked).
    */
   validateApiSpec?: boolean;
+  /** Runs right before the routes, after authentication and validation (the audit trail's request context). */
+  routeContext?: RequestHandler;
   /** Middlewares that run before request validation for one "METHOD /path" (multipart uploads). */
   preValidation?: { method: string; path: string; handler: RequestHandler }[];
   /** Answers 423 while a restore swaps the store (set by the maintenance part). */
@@ -182,6 +184,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
 
   const api = express.Router({ caseSensitive: true, strict: true });
   for (const register of options.routes) register(api);
+  if (options.routeContext) app.use(options.routeContext);
   app.use(api);
 
   // Declared in the contract but not built yet: say so instead of faking data.

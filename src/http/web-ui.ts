@@ -16,7 +16,7 @@ export const webUiDir = fileURLToPath(new URL('../../ui', import.meta.url));
  * /users/42 gets index.html. Listed explicitly so that /api, /mqtt, /health or /metrics are
  * never shadowed by the UI. Keep in step with ui/src/routes.ts (the browser tests reload every page).
  */
-export const webUiPages = ['signin', 'account', 'users', 'roles', 'permissions', 'devices', 'maintenance', 'mapping', 'rules', 'topics'];
+export const webUiPages = ['signin', 'account', 'users', 'roles', 'permissions', 'devices', 'maintenance', 'mapping', 'rules', 'topics', 'services', 'audit', 'clients'];
 
 /** No inline script or style, no eval, nothing from another origin, never framed. */
 export const webUiContentSecurityPolicy = [

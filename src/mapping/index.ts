@@ -25,7 +25,7 @@ export { RuleError, compileRule, type RuleLimits } from './rules.js';
 export type { BridgeView, ConnectionStats, MappingRuntime, MappingStats, ResourceChanges, SparkplugNode, SparkplugNodes, SparkplugStats, SparkplugView } from './runtime.js';
 export type { ServiceCatalog, ServiceSummary, ServiceValidation } from './service-catalog.js';
 export { serviceJsonToText, serviceTextToJson, ServiceFileError } from './service-files.js';
-export { connectionSchema, endpointSchema, mappingSchema, serverSchema, sparkplugSchema } from './schemas.js';
+export { connectionSchema, endpointSchema, mappingSchema, serverSchema, sparkplugSchema, schemaOfType } from './schemas.js';
 export { bridgeSchema } from '../bridges/bridge-definition.js';
 
 export interface MappingService {

@@ -324,6 +324,7 @@ export function createServiceCatalog(deps: {
         entries.set(id, entry);
         log.info('service file written', { id, file, created });
         const changes = await deps.apply(runningServices());
+        log.audit(created ? 'service created' : 'service updated', { serviceId: id, ...changeCounts(changes) });
         if (watching && !watcher) watchDirectory();
         return { created, summary: summary(entry), changes };
       });
@@ -351,11 +352,18 @@ export function createServiceCatalog(deps: {
         }
         entries.delete(id);
         log.info('service file deleted', { id, file: e.file });
-        return deps.apply(runningServices());
+        const changes = await deps.apply(runningServices());
+        log.audit('service deleted', { serviceId: id, ...changeCounts(changes) });
+        return changes;
       });
     },
     rescan: () => enqueue(scan),
   };
+}
+
+/** What an applied change did, as counts (the audit record of an API write). */
+function changeCounts(c: ResourceChanges): Record<string, number> {
+  return { added: c.added.length, restarted: c.restarted.length, retargeted: c.retargeted.length, removed: c.removed.length };
 }
 
 function modeOf(file: string): number | undefined {

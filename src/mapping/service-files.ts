@@ -8,9 +8,9 @@
 import { createRequire } from 'node:module';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type * as Yaml from 'yaml';
-import type { ScalarTag } from 'yaml';
 import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definition.js';
 import { compileRule, RuleError } from './rules.js';
+import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
 import { sparkplugDef, type SparkplugDef } from './sparkplug-file.js';
 
@@ -145,26 +145,6 @@ class FileError extends Error {
   }
 }
 
-class Ref {
-  constructor(readonly name: string) {}
-}
-class Sub {
-  constructor(readonly text: string) {}
-}
-
-const customTags: ScalarTag[] = [
-  {
-    tag: '!ref',
-    identify: (v) => v instanceof Ref,
-    resolve: (str: string) => new Ref(str.trim()),
-    stringify: (item) => {
-      const name = (item.value as Ref).name;
-      return /^[A-Za-z0-9_-]+$/.test(name) ? name : JSON.stringify(name);
-    },
-  },
-  { tag: '!sub', identify: (v) => v instanceof Sub, resolve: (str: string) => new Sub(str), stringify: (item) => JSON.stringify((item.value as Sub).text) },
-];
-
 // The YAML parser and the schema validators are loaded by the first service file read: a
 // gateway without services keeps their start-up time and memory.
 const requireCjs = createRequire(import.meta.url);
@@ -243,29 +223,12 @@ export const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 export function serviceTextToJson(text: string): unknown {
   const doc = yaml().parseDocument(text, { customTags, uniqueKeys: true });
   if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors));
-  const toJson = (v: unknown): unknown => {
-    if (v instanceof Ref) return { '!ref': v.name };
-    if (v instanceof Sub) return { '!sub': v.text };
-    if (Array.isArray(v)) return v.map(toJson);
-    if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toJson(x)]));
-    return v;
-  };
-  return toJson(doc.toJS({ maxAliasCount: 100 } as never));
+  return tagsToJson(doc.toJS({ maxAliasCount: 100 } as never));
 }
 
 /** A service as JSON (tags as {"!ref": name} / {"!sub": text}) written as the YAML of a service file. */
 export function serviceJsonToText(value: unknown): string {
-  const fromJson = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.map(fromJson);
-    if (v !== null && typeof v === 'object') {
-      const entries = Object.entries(v);
-      if (entries.length === 1 && entries[0]![0] === '!ref' && typeof entries[0]![1] === 'string') return new Ref(entries[0]![1]);
-      if (entries.length === 1 && entries[0]![0] === '!sub' && typeof entries[0]![1] === 'string') return new Sub(entries[0]![1]);
-      return Object.fromEntries(entries.map(([k, x]) => [k, fromJson(x)]));
-    }
-    return v;
-  };
-  return new (yaml().Document)(fromJson(value), { customTags }).toString();
+  return new (yaml().Document)(jsonToTags(value), { customTags }).toString();
 }
 
 function yamlProblems(errors: readonly { message: string; linePos?: [{ line: number; col: number }, ...unknown[]] }[]): FileProblem[] {

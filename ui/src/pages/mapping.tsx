@@ -12,6 +12,7 @@ import { useAction, useAsync, usePoll } from '../hooks.js';
 import { Link } from '../router.js';
 import { can } from '../session.js';
 import type { MappingResource } from '../types.js';
+import { SparkplugSection, type SparkplugNodeView } from './sparkplug-nodes.js';
 
 const POLL_MS = 2000;
 
@@ -227,17 +228,21 @@ export function MappingPage() {
     );
     return Object.fromEntries(entries) as Record<Kind['key'], { list?: MappingResource[]; error: unknown }>;
   }, []);
+  // Sparkplug edge nodes (src/sparkplug): their own view, polled with the rest.
+  const sparkplug = useAsync(async () => (can('read', '/api/sparkplug') ? api<SparkplugNodeView[]>('GET', '/api/sparkplug') : undefined), []);
+  usePoll(sparkplug.reload, POLL_MS);
   usePoll(lists.reload, POLL_MS);
   return (
     <section class="page">
       <h1>Protocol mapping</h1>
       <p class="hint">
-        States refresh every {POLL_MS / 1000} s. Resources come from the service files; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
+        States refresh every {POLL_MS / 1000} s. Resources come from the services: create and edit them on the <Link href="/services">services page</Link>; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
       </p>
       <ErrorMessage error={lists.error} />
       {visible.map((k) => (
         <ResourceSection key={k.key} kind={k} list={lists.data?.[k.key]?.list} error={lists.data?.[k.key]?.error ?? null} reload={lists.reload} />
       ))}
+      {can('read', '/api/sparkplug') && <SparkplugSection list={sparkplug.data} error={sparkplug.error} reload={sparkplug.reload} />}
       <section class="panel" aria-labelledby="schemas-title">
         <h2 id="schemas-title">Schemas</h2>
         <p class="hint">The JSON Schema each kind of resource's properties must follow in a service file.</p>
