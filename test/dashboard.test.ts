@@ -6,6 +6,8 @@ import { expect } from 'chai';
 import { createDashboard, type DashboardSources } from '../src/metrics/dashboard.js';
 import { ADMIN_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
 import { connect, endAllClients } from './support/mqtt-test-kit.js';
+import { freePort } from './support/mosquitto.js';
+import { bridgeService, bridgeState, putService } from './bridges-support.js';
 
 describe('dashboard ring', () => {
   function fakeSources() {
@@ -110,6 +112,27 @@ describe('GET /api/dashboard', function () {
     expect(since.body.times).to.deep.equal([]);
     expect(since.body.series.every((s: { values: unknown[] }) => s.values.length === 0)).to.equal(true);
     client.end();
+  });
+
+  it('charts the bridges\' queued messages once a bridge runs (its upstream down: they wait in its queue)', async () => {
+    // A gateway of its own: the other tests see no bridge series.
+    const gw = await startGateway({ overrides: { dashboard: { intervalSeconds: 1, windowSeconds: 60 } } });
+    try {
+      const admin = await gw.login();
+      await gw.userWith([{ context: 'mqtt', resource: 'dash-bridge/#', operation: 'read' }], 'dash-bridge-user');
+      // A port nothing listens on: the bridge stays reconnecting and keeps what it accepts.
+      const down = await freePort();
+      await putService(gw, admin, 'dash-uplink', bridgeService('uplink', { urls: [`mqtt://127.0.0.1:${down}`], runAs: 'dash-bridge-user', topics: [{ pattern: 'dash-bridge/#', direction: 'out', qos: 1 }] }));
+      await bridgeState(gw, 'dash-uplink.uplink', (v) => v.currentState === 'reconnecting' || v.currentState === 'connecting');
+      const client = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+      for (let i = 0; i < 7; i++) await client.publishAsync('dash-bridge/value', `${i}`, { qos: 1 });
+      await gw.services.dashboard.sample();
+      const view = (await gw.api('GET', '/api/dashboard', { token: admin })).body as { series: { id: string; values: (number | null)[] }[] };
+      expect(view.series.find((s) => s.id === 'bridgeQueued')?.values.at(-1)).to.equal(7);
+      client.end();
+    } finally {
+      await gw.stop();
+    }
   });
 
   it('needs read permission on /api/dashboard and a valid since', async () => {

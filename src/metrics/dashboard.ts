@@ -165,8 +165,8 @@ export function createDashboard(deps: { sources: DashboardSources; intervalMs: n
     all.forEach((s, i) => {
       const column = columns[i]!;
       const values = slots.map((slot) => (Number.isNaN(column[slot]!) ? null : Math.round(column[slot]! * 100) / 100));
-      // A series without a source (no bridges) is left out rather than drawn empty.
-      if (s.optional && !sources.bridgeQueued) return;
+      // A series with no value in the window (no bridge ran) is left out rather than drawn empty.
+      if (s.optional && values.every((v) => v === null)) return;
       series.push({ id: s.id, label: s.label, unit: s.unit, values });
     });
     return { intervalSeconds: deps.intervalMs / 1000, windowSeconds: Math.round((capacity * deps.intervalMs) / 1000), times: out, series };
