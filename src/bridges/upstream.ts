@@ -10,7 +10,8 @@
 // without it, and the link remembers that for its life.
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import type { IClientOptions, IClientPublishOptions, IPublishPacket, ISubscriptionMap, MqttClient } from 'mqtt';
+import type { IClientOptions, IClientPublishOptions, IPublishPacket, IStore, ISubscriptionMap, MqttClient, Packet } from 'mqtt';
+import { encodePublish, type OutgoingPublish } from './publish-packet.js';
 import type { MessageProperties } from './queue-record.js';
 
 export interface RemoteOptions {
@@ -54,6 +55,8 @@ export interface OpenLink {
   /** How many QoS 1/2 publications upstream takes at once (its receive maximum, MQTT 5). */
   receiveMaximum: number;
   publish(topic: string, payload: Buffer, options: { qos: 0 | 1 | 2; retain: boolean; properties?: MessageProperties }, done: (error?: Error) => void): void;
+  /** Runs `send` with the connection corked: the publications it makes leave in one write. */
+  batch(send: () => void): void;
   subscribe(subscriptions: { filter: string; qos: 0 | 1 | 2 }[]): Promise<void>;
   close(): Promise<void>;
 }
@@ -71,14 +74,44 @@ type MqttModule = typeof import('mqtt');
 const CLOSED_BEFORE_CONNACK = 'connection closed before CONNACK';
 
 /**
- * mqtt.js has no option for the bridge bit of the CONNECT's protocol level (0x80 | 4); its packet
- * writer (mqtt-packet) has one, `bridgeMode`. The client's packet writer is wrapped before it
- * connects (manualConnect) so that the CONNECT carries it; every other packet passes unchanged.
+ * mqtt.js keeps a copy of every QoS 1/2 publication in its outgoing store until it is
+ * acknowledged, to send it again when the same client reconnects. A bridge never reconnects a
+ * client (each connection is a new one) and its queue sends again what was not acknowledged, so
+ * the copies would never be read: this store keeps none (less held per message in flight, which
+ * V8 would otherwise promote and collect in the old generation).
  */
-function markAsBridge(c: MqttClient): void {
-  const client = c as unknown as { _writePacket(packet: { cmd: string; bridgeMode?: boolean }, cb?: unknown): void };
+let KeepNothing: (new () => IStore) | undefined;
+function storeKeepingNothing(mqtt: MqttModule): IStore {
+  KeepNothing ??= class extends mqtt.Store {
+    override put(_packet: Packet, cb: () => void): this {
+      cb?.();
+      return this;
+    }
+    override del(packet: Pick<Packet, 'messageId'>, cb: (error?: Error, packet?: Packet) => void): this {
+      cb?.(undefined, packet as Packet);
+      return this;
+    }
+  };
+  return new KeepNothing();
+}
+
+/**
+ * The client's packet writer, wrapped before it connects (manualConnect):
+ * - mqtt.js has no option for the bridge bit of the CONNECT's protocol level (0x80 | 4); its
+ *   packet writer (mqtt-packet) has one, `bridgeMode`, which the CONNECT then carries;
+ * - PUBLISH packets are written in one buffer each (publish-packet.ts), mqtt.js's callback
+ *   semantics kept (called once written, or at the next drain).
+ * Every other packet passes unchanged.
+ */
+function wrapWriter(c: MqttClient, bridgeMode: boolean, protocolVersion: 4 | 5): void {
+  const client = c as unknown as { _writePacket(packet: { cmd: string; bridgeMode?: boolean }, cb?: () => void): void; stream: NodeJS.WritableStream };
   const write = client._writePacket.bind(client);
-  client._writePacket = (packet, cb) => write(packet.cmd === 'connect' ? { ...packet, bridgeMode: true } : packet, cb);
+  client._writePacket = (packet, cb) => {
+    const bytes = packet.cmd === 'publish' ? encodePublish(packet as unknown as OutgoingPublish, protocolVersion) : undefined;
+    if (!bytes) return write(bridgeMode && packet.cmd === 'connect' ? { ...packet, bridgeMode: true } : packet, cb);
+    if (client.stream.write(bytes) || !cb) cb?.();
+    else client.stream.once('drain', cb);
+  };
 }
 
 export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => void) {
@@ -99,6 +132,8 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
       manualConnect: true,
       // mqtt.js logs through `debug` several times per packet; the bridge logs what matters itself.
       log: () => {},
+      // Not a timer reset per acknowledgement: a PINGREQ every keepalive is as good for a busy link.
+      reschedulePings: false,
       ...(options.username !== undefined ? { username: options.username } : {}),
       ...(options.password !== undefined ? { password: options.password } : {}),
       ...(options.protocolVersion === 5 ? { properties: { sessionExpiryInterval: options.sessionExpirySeconds } } : {}),
@@ -127,8 +162,8 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
         return;
       }
       const askedPrivate = options.protocolVersion === 4 && options.tryPrivate && !privateRefused;
-      const c: MqttClient = mqtt.connect(url, opts);
-      if (askedPrivate) markAsBridge(c);
+      const c: MqttClient = mqtt.connect(url, { ...opts, outgoingStore: storeKeepingNothing(mqtt) });
+      wrapWriter(c, askedPrivate, options.protocolVersion);
       let settled = false;
       let closed = false;
       // A broker that accepts TCP and then says nothing (a stalled link) is given up after the connect timeout.
@@ -176,10 +211,21 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
             const po: IClientPublishOptions = { qos: o.qos, retain: o.retain };
             if (o.properties && options.protocolVersion === 5) po.properties = o.properties as IClientPublishOptions['properties'];
             c.publish(topic, payload, po, (err?: Error, packet?: unknown) => {
-              // MQTT 5: a PUBACK/PUBREC with a reason code of 0x80 or more refuses the message.
-              const rc = (packet as { reasonCode?: number } | undefined)?.reasonCode;
-              done(err ?? (rc !== undefined && rc >= 0x80 ? Object.assign(new Error(`refused upstream (reason code 0x${rc.toString(16)})`), { refused: true }) : undefined));
+              // MQTT 5: a PUBACK/PUBREC with a reason code of 0x80 or more refuses the message
+              // (mqtt.js calls back with an error whose code is the reason code, and the ack).
+              const rc = (err as { code?: unknown } | undefined)?.code ?? (packet as { reasonCode?: number } | undefined)?.reasonCode;
+              if (typeof rc === 'number' && rc >= 0x80) done(Object.assign(new Error(`refused upstream (reason code 0x${rc.toString(16)})`), { refused: true }));
+              else done(err);
             });
+          },
+          batch(send) {
+            const stream = (c as unknown as { stream?: NodeJS.WritableStream & { cork?(): void; uncork?(): void } }).stream;
+            stream?.cork?.();
+            try {
+              send();
+            } finally {
+              stream?.uncork?.();
+            }
           },
           subscribe(subscriptions) {
             if (subscriptions.length === 0) return Promise.resolve();
