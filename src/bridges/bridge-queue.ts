@@ -41,6 +41,14 @@ const WINDOW_MESSAGES = 1000;
 const WINDOW_BYTES = 1 << 20;
 /** Messages read from disk at once while draining a backlog. */
 const READ_AHEAD = 256;
+/**
+ * How long the removal of acknowledged messages may wait for company. lmdb-js writes each event
+ * turn's writes as a batch, and every batch that finds its writer thread idle costs the event
+ * loop a new start of it (hundreds of µs): a backlog draining at thousands of acknowledgements a
+ * second would pay that for every turn. A removal goes out with the next put of its queue (the
+ * same batch) or after this delay; a crash in between sends those messages again (at least once).
+ */
+const REMOVE_DELAY_MS = 20;
 const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
 interface Sent {
@@ -78,6 +86,9 @@ export class BridgeQueue {
   private lastWrite: Promise<unknown> | undefined;
   /** The key of every write, reused: lmdb-js encodes it before put/remove return. */
   private readonly key: [string, number];
+  /** Acknowledged or dropped messages whose removal waits (REMOVE_DELAY_MS). */
+  private heldRemoves: number[] = [];
+  private removeTimer: NodeJS.Timeout | undefined;
   private readonly wakers = new Set<() => void>();
   readonly dropped: Record<DropReason, number> = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
   /** Messages given by next() a second time (after a lost connection). */
@@ -99,6 +110,8 @@ export class BridgeQueue {
   /** Reads the queue's state from the store (at start, and after a restore swapped the store). */
   reload(db: Database<Buffer, Key> = this.db): void {
     this.db = db;
+    // Removals not written belong to the queue as it was (a restore: their keys may be other messages now).
+    this.dropHeldRemoves();
     this.sent.clear();
     this.redo = [];
     this.redoMeta.clear();
@@ -171,6 +184,7 @@ export class BridgeQueue {
     }
     this.key[1] = seq;
     this.track(this.db.put(this.key, buf), seq, stored);
+    if (this.heldRemoves.length) this.writeRemoves();
     this.enforceLimits();
     this.wake();
   }
@@ -247,6 +261,7 @@ export class BridgeQueue {
 
   /** Removes every message (the bridge left the service files). */
   clear(): void {
+    this.dropHeldRemoves(); // every key is removed below
     if (this.store.isOpen()) {
       // Committed ones and those still in the current commit batch (a remove issued after a put goes after it).
       const seqs = new Set<number>(this.pending.keys());
@@ -269,6 +284,7 @@ export class BridgeQueue {
 
   /** Resolves once every write issued so far is on disk. */
   async settled(): Promise<void> {
+    this.writeRemoves();
     await this.lastWrite?.catch(() => undefined);
     await this.store.flushed();
   }
@@ -356,13 +372,33 @@ export class BridgeQueue {
   private remove(seq: number, size: number): void {
     this.count--;
     this.bytes -= size;
+    this.heldRemoves.push(seq);
+    if (this.removeTimer) return;
+    this.removeTimer = setTimeout(() => this.writeRemoves(), REMOVE_DELAY_MS);
+    this.removeTimer.unref();
+  }
+
+  /** Writes the held removals (each after its message's put, which was issued when it was queued). */
+  writeRemoves(): void {
+    if (this.removeTimer) clearTimeout(this.removeTimer);
+    this.removeTimer = undefined;
+    const seqs = this.heldRemoves;
+    this.heldRemoves = [];
     if (!this.store.isOpen()) return;
-    this.key[1] = seq;
-    const write = this.db.remove(this.key);
-    // lmdb-js answers the writes of one commit with one promise: one handler for all of them.
-    if (write === this.lastWrite) return;
-    this.lastWrite = write;
-    write.catch((err: unknown) => this.store.noteWriteFailure(err));
+    for (const seq of seqs) {
+      this.key[1] = seq;
+      const write = this.db.remove(this.key);
+      // lmdb-js answers the writes of one commit with one promise: one handler for all of them.
+      if (write === this.lastWrite) continue;
+      this.lastWrite = write;
+      write.catch((err: unknown) => this.store.noteWriteFailure(err));
+    }
+  }
+
+  private dropHeldRemoves(): void {
+    if (this.removeTimer) clearTimeout(this.removeTimer);
+    this.removeTimer = undefined;
+    this.heldRemoves = [];
   }
 
   /** lmdb-js answers every write of one commit with the same promise: one callback per batch. */

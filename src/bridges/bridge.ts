@@ -157,6 +157,8 @@ export class Bridge {
     this.runAs.close();
     this.deps.queue.onDrop = () => {};
     await this.keeper.stop();
+    // What upstream acknowledged leaves the disk now, not after a restart sent it again.
+    this.deps.queue.writeRemoves();
   }
 
   figures(): BridgeFigures {
