@@ -30,6 +30,24 @@ describe('Sparkplug B edge node of the daemon process, on an upstream Mosquitto'
     children.push(daemon.child);
     return daemon;
   };
+  /** A tank level (holding 0, the PLC of the test kit) as the one metric of a Sparkplug edge node. */
+  const tankService = (o: { edgeNodeId: string; runAs: string; via: string; resources?: string }) => `resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
+  level:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: 50}
+${o.resources ?? ''}  edge:
+    type: Sparkplug
+    properties:
+      groupId: ${GROUP}
+      edgeNodeId: ${o.edgeNodeId}
+      runAs: ${o.runAs}
+      keepaliveSeconds: 5
+      via: ${o.via}
+      devices: [{deviceId: tank, metrics: [{name: level, endpoint: !ref level, datatype: UInt16}]}]
+`;
   const api = async (port: number, method: string, path: string, body?: unknown, contentType = 'application/json') => {
     const auth = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
     const res = await fetch(`http://127.0.0.1:${port}${path}`, { method, headers: { authorization: auth, 'content-type': contentType }, ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }) });
@@ -63,23 +81,7 @@ describe('Sparkplug B edge node of the daemon process, on an upstream Mosquitto'
       initialPermissions: [{ context: 'mqtt', operation: 'readWrite', resource: `spBv1.0/${GROUP}/+/gw-up/#` }],
     });
     expect(user.status, user.body).to.equal(201);
-    const service = `resources:
-  plc:
-    type: Connection
-    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
-  level:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: 50}
-  edge:
-    type: Sparkplug
-    properties:
-      groupId: ${GROUP}
-      edgeNodeId: gw-up
-      runAs: edge-up
-      keepaliveSeconds: 5
-      via: {urls: ["${mosquitto.url}"]}
-      devices: [{deviceId: tank, metrics: [{name: level, endpoint: !ref level, datatype: UInt16}]}]
-`;
+    const service = tankService({ edgeNodeId: 'gw-up', runAs: 'edge-up', via: `{urls: ["${mosquitto.url}"]}` });
     const put = await api(http, 'PUT', '/api/services/upstream', service, 'application/yaml');
     expect(put.status, put.body).to.equal(201);
 
@@ -128,29 +130,14 @@ describe('Sparkplug B edge node of the daemon process, on an upstream Mosquitto'
       const res = await api(http, 'POST', '/api/users', { username: u.username, password: GOOD_PASSWORD, identityProvider: 'local', initialPermissions: [{ context: 'mqtt', operation: u.operation, resource: u.resource }] });
       expect(res.status, res.body).to.equal(201);
     }
-    const service = `resources:
-  plc:
-    type: Connection
-    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
-  level:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: 50}
-  cloud:
+    const cloud = `  cloud:
     type: Bridge
     properties:
       remote: {urls: ["${mosquitto.url}"], clientId: gw-br-bridge}
       runAs: bridge-up
       topics: [{pattern: "plant/#", direction: out, qos: 1}]
-  edge:
-    type: Sparkplug
-    properties:
-      groupId: ${GROUP}
-      edgeNodeId: gw-br
-      runAs: edge-br
-      keepaliveSeconds: 5
-      via: !ref cloud
-      devices: [{deviceId: tank, metrics: [{name: level, endpoint: !ref level, datatype: UInt16}]}]
 `;
+    const service = tankService({ edgeNodeId: 'gw-br', runAs: 'edge-br', via: '!ref cloud', resources: cloud });
     const from = host.messages.length;
     const put = await api(http, 'PUT', '/api/services/bridged', service, 'application/yaml');
     expect(put.status, put.body).to.equal(201);

@@ -99,7 +99,7 @@ export class RunAs {
         this.readable.set(topic, ok);
       } else ok = known;
     }
-    return ok || this.decide(rule, 'out', topic, false);
+    return this.decide(rule, 'out', topic, ok);
   }
 
   /** The local topic (prefixed) a message from upstream is published to, or undefined when refused. */

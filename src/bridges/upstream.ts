@@ -10,8 +10,8 @@
 // without it, and the link remembers that for its life.
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import type { IClientOptions, IClientPublishOptions, IPublishPacket, IStore, ISubscriptionMap, MqttClient, Packet } from 'mqtt';
-import { encodePublish, type OutgoingPublish } from './publish-packet.js';
+import type { IClientOptions, IClientPublishOptions, IPublishPacket, ISubscriptionMap, MqttClient } from 'mqtt';
+import { corked, storeKeepingNothing, wrapWriter } from './client-writes.js';
 import type { MessageProperties } from './queue-record.js';
 
 export interface RemoteOptions {
@@ -72,47 +72,6 @@ export const displayUrl = (url: string) => url.replace(/\/\/[^/@]*@/, '//***@');
 
 type MqttModule = typeof import('mqtt');
 const CLOSED_BEFORE_CONNACK = 'connection closed before CONNACK';
-
-/**
- * mqtt.js keeps a copy of every QoS 1/2 publication in its outgoing store until it is
- * acknowledged, to send it again when the same client reconnects. A bridge never reconnects a
- * client (each connection is a new one) and its queue sends again what was not acknowledged, so
- * the copies would never be read: this store keeps none (less held per message in flight, which
- * V8 would otherwise promote and collect in the old generation).
- */
-let KeepNothing: (new () => IStore) | undefined;
-function storeKeepingNothing(mqtt: MqttModule): IStore {
-  KeepNothing ??= class extends mqtt.Store {
-    override put(_packet: Packet, cb: () => void): this {
-      cb?.();
-      return this;
-    }
-    override del(packet: Pick<Packet, 'messageId'>, cb: (error?: Error, packet?: Packet) => void): this {
-      cb?.(undefined, packet as Packet);
-      return this;
-    }
-  };
-  return new KeepNothing();
-}
-
-/**
- * The client's packet writer, wrapped before it connects (manualConnect):
- * - mqtt.js has no option for the bridge bit of the CONNECT's protocol level (0x80 | 4); its
- *   packet writer (mqtt-packet) has one, `bridgeMode`, which the CONNECT then carries;
- * - PUBLISH packets are written in one buffer each (publish-packet.ts), mqtt.js's callback
- *   semantics kept (called once written, or at the next drain).
- * Every other packet passes unchanged.
- */
-function wrapWriter(c: MqttClient, bridgeMode: boolean, protocolVersion: 4 | 5): void {
-  const client = c as unknown as { _writePacket(packet: { cmd: string; bridgeMode?: boolean }, cb?: () => void): void; stream: NodeJS.WritableStream };
-  const write = client._writePacket.bind(client);
-  client._writePacket = (packet, cb) => {
-    const bytes = packet.cmd === 'publish' ? encodePublish(packet as unknown as OutgoingPublish, protocolVersion) : undefined;
-    if (!bytes) return write(bridgeMode && packet.cmd === 'connect' ? { ...packet, bridgeMode: true } : packet, cb);
-    if (client.stream.write(bytes) || !cb) cb?.();
-    else client.stream.once('drain', cb);
-  };
-}
 
 export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => void) {
   /** The remote refused the 3.1.1 bridge protocol level once: not asked again. */
@@ -218,15 +177,7 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
               else done(err);
             });
           },
-          batch(send) {
-            const stream = (c as unknown as { stream?: NodeJS.WritableStream & { cork?(): void; uncork?(): void } }).stream;
-            stream?.cork?.();
-            try {
-              send();
-            } finally {
-              stream?.uncork?.();
-            }
-          },
+          batch: (send) => corked(c, send),
           subscribe(subscriptions) {
             if (subscriptions.length === 0) return Promise.resolve();
             const map: ISubscriptionMap = {};
