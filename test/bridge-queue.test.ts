@@ -61,6 +61,15 @@ describe('bridge queue', () => {
     expect(drain(again)).to.deep.equal([1, 3]);
   });
 
+  it('writes the removal of an acknowledged message with the next message queued: on disk once that one is', async () => {
+    const q = new BridgeQueue(db, store, 'svc.cloud', big);
+    await Promise.all([1, 2].map((n) => stored(q, n)));
+    q.acknowledged(q.next()!.seq);
+    await stored(q, 3); // its batch carries the removal of 1
+    const onDisk = () => [...db.getRange({ start: ['svc.cloud', 0], end: ['svc.cloud', Number.MAX_SAFE_INTEGER] })].map(({ value }) => Number(value.subarray(value.length - 1).toString()));
+    expect(onDisk()).to.deep.equal([2, 3]);
+  });
+
   it('sends what was not acknowledged again, first and in order, after a lost connection', async () => {
     const q = new BridgeQueue(db, store, 'b', big);
     for (let n = 1; n <= 6; n++) q.enqueue(message(n));

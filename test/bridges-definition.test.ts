@@ -55,7 +55,7 @@ describe('bridge definitions', () => {
     expect(bridgeProblems({ remote: { urls: ['wss://central/mqtt'] }, runAs: 'bridge-cloud', topics: [{ pattern: 'a', direction: 'in' }] }, () => true)).to.deep.equal([]);
   });
 
-  it('redacts passwords (literal or a !ref parameter) and restores them from the file on disk', () => {
+  it('redacts passwords (literal or a !ref parameter; Bridge, Connection, a Sparkplug upstream) and restores them from the file on disk', () => {
     const file = [
       '# the uplink',
       'parameters:',
@@ -70,15 +70,22 @@ describe('bridge definitions', () => {
       '  plc:',
       '    type: Connection',
       '    properties: {protocol: Mqtt, configuration: {url: "mqtt://d", password: other-pw}}',
+      '  edge:',
+      '    type: Sparkplug',
+      '    properties: {via: {urls: ["mqtt://e"], password: edge-pw}}',
+      '  edge2:',
+      '    type: Sparkplug',
+      '    properties: {via: !ref cloud}',
       '',
     ].join('\n');
     const shown = redactSecrets(file);
     expect(shown).not.to.include('s3cret-pw');
     expect(shown).not.to.include('other-pw');
-    expect(shown).to.include('# the uplink');
-    expect(shown.split(REDACTED)).to.have.lengthOf(3);
+    expect(shown).not.to.include('edge-pw');
+    expect(shown).to.include('# the uplink').and.to.include('via: !ref cloud');
+    expect(shown.split(REDACTED)).to.have.lengthOf(4);
     const back = restoreSecrets(shown, file);
-    expect(back).to.include('s3cret-pw').and.to.include('other-pw');
+    expect(back).to.include('s3cret-pw').and.to.include('other-pw').and.to.include('edge-pw');
     expect(restoreSecrets(shown.replace(`cloudPassword: { type: String, default: "${REDACTED}" }`, 'cloudPassword: { type: String, default: new-pw }'), file)).to.include('new-pw');
     expect(() => restoreSecrets(shown, undefined)).to.throw(/send the password/);
     expect(redactSecrets('resources: {a: {type: Mapping, properties: {}}}\n')).to.equal('resources: {a: {type: Mapping, properties: {}}}\n');

@@ -7,49 +7,11 @@ import type { MqttClient } from 'mqtt';
 import { startGateway, GOOD_PASSWORD, type TestGateway } from './support/harness.js';
 import { SparkplugHost, seqsOf, type SparkplugMessage } from './support/sparkplug-host.js';
 import { startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
+import { edgePermissions, GROUP, pressService } from './sparkplug-support.js';
 
-const GROUP = 'site-a';
 const NODE = 'gw1';
 const DEVICE = 'press-7';
 
-/** A press: temperature (holding 5, tenths of a degree) read every 40 ms, a setpoint (holding 10) read and written. */
-function pressService(modbusPort: number, options: { edgeNodeId?: string; runAs?: string; primaryHostId?: string; extraMetric?: boolean } = {}): string {
-  return `description: press 7 as a Sparkplug device
-resources:
-  plc:
-    type: Connection
-    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${modbusPort}, timeoutMs: 500}}
-  temperature:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 5}, pollIntervalMs: 40, transform: "$[0] / 10"}
-  setpointNow:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 10}, pollIntervalMs: 40, transform: "$[0]"}
-  setpoint:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {table: holding, address: 10}}
-  edge:
-    type: Sparkplug
-    properties:
-      groupId: ${GROUP}
-      edgeNodeId: ${options.edgeNodeId ?? NODE}
-      runAs: ${options.runAs ?? 'edge-gw1'}
-      via: local
-      birthWaitMs: 2000
-${options.primaryHostId ? `      primaryHostId: ${options.primaryHostId}\n` : ''}      devices:
-        - deviceId: ${DEVICE}
-          metrics:
-            - {name: temperature, endpoint: !ref temperature, datatype: Float}
-            - {name: setpoint, endpoint: !ref setpointNow, writeEndpoint: !ref setpoint, datatype: Int32, writable: true}
-${options.extraMetric ? '            - {name: raw, endpoint: !ref setpointNow, datatype: UInt16}\n' : ''}`;
-}
-
-/** What an edge node's user may do: publish and subscribe its own Sparkplug topics, write the endpoints. */
-const edgePermissions = (node: string, writeEndpoints = true) => [
-  { context: 'mqtt' as const, operation: 'readWrite' as const, resource: `spBv1.0/${GROUP}/+/${node}/#` },
-  { context: 'mqtt' as const, operation: 'read' as const, resource: 'spBv1.0/STATE/+' },
-  ...(writeEndpoints ? [{ context: 'mqtt' as const, operation: 'write' as const, resource: 'services/#' }] : []),
-];
 /** A SCADA host: reads everything Sparkplug, sends commands and its STATE. */
 const HOST_PERMISSIONS = [
   { context: 'mqtt' as const, operation: 'read' as const, resource: 'spBv1.0/#' },

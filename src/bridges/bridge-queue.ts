@@ -15,7 +15,7 @@
 //   before anything newer (duplicates upstream are possible, losses are not).
 import type { Database, Key } from 'lmdb';
 import type { Store } from '../store/index.js';
-import { decodeMessage, encodeMessage, enqueuedAtOf, type QueuedMessage } from './queue-record.js';
+import { decodeMessage, encodeMessage, enqueuedAtOf, queuedFrom, type MessageToQueue, type QueuedMessage } from './queue-record.js';
 
 export type DropReason = 'maxMessages' | 'maxBytes' | 'maxAge' | 'notAuthorized' | 'expired' | 'rejectedUpstream' | 'storeFailure';
 export const DROP_REASONS: readonly DropReason[] = ['maxMessages', 'maxBytes', 'maxAge', 'notAuthorized', 'expired', 'rejectedUpstream', 'storeFailure'];
@@ -41,6 +41,14 @@ const WINDOW_MESSAGES = 1000;
 const WINDOW_BYTES = 1 << 20;
 /** Messages read from disk at once while draining a backlog. */
 const READ_AHEAD = 256;
+/**
+ * How long the removal of acknowledged messages may wait for company. lmdb-js writes each event
+ * turn's writes as a batch, and every batch that finds its writer thread idle costs the event
+ * loop a new start of it (hundreds of µs): a backlog draining at thousands of acknowledgements a
+ * second would pay that for every turn. A removal goes out with the next put of its queue (the
+ * same batch) or after this delay; a crash in between sends those messages again (at least once).
+ */
+const REMOVE_DELAY_MS = 20;
 const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
 interface Sent {
@@ -68,14 +76,19 @@ export class BridgeQueue {
   private bytes = 0;
   /** Written, not committed yet: reads of LMDB do not see them. */
   private readonly pending = new Map<number, Buffer>();
-  /** Unsent messages in memory: cursor, cursor+1, ... (contiguous). */
-  private readonly window = new Map<number, Buffer>();
+  /** Unsent messages in memory, as queued (no decoding when sent): cursor, cursor+1, ... (contiguous). */
+  private readonly window = new Map<number, QueuedMessage>();
   private windowBytes = 0;
   /** Read ahead from disk. */
   private readonly readAhead = new Map<number, Buffer>();
   private batch: Batch | undefined;
   /** The commit of the last write issued (settled() waits for it). */
   private lastWrite: Promise<unknown> | undefined;
+  /** The key of every write, reused: lmdb-js encodes it before put/remove return. */
+  private readonly key: [string, number];
+  /** Acknowledged or dropped messages whose removal waits (REMOVE_DELAY_MS). */
+  private heldRemoves: number[] = [];
+  private removeTimer: NodeJS.Timeout | undefined;
   private readonly wakers = new Set<() => void>();
   readonly dropped: Record<DropReason, number> = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
   /** Messages given by next() a second time (after a lost connection). */
@@ -90,12 +103,15 @@ export class BridgeQueue {
     public limits: QueueLimits,
     private readonly now: () => number = Date.now,
   ) {
+    this.key = [id, 0];
     this.reload();
   }
 
   /** Reads the queue's state from the store (at start, and after a restore swapped the store). */
   reload(db: Database<Buffer, Key> = this.db): void {
     this.db = db;
+    // Removals not written belong to the queue as it was (a restore: their keys may be other messages now).
+    this.dropHeldRemoves();
     this.sent.clear();
     this.redo = [];
     this.redoMeta.clear();
@@ -150,22 +166,25 @@ export class BridgeQueue {
    * Queues a message; `stored` is called once it is on disk (or, when it cannot be stored, at
    * once: it is then counted as dropped, storeFailure).
    */
-  enqueue(message: Omit<QueuedMessage, 'seq' | 'enqueuedAt'>, stored?: () => void): void {
+  enqueue(message: MessageToQueue, stored?: () => void): void {
     if (!this.store.isOpen() || !this.store.writeHealth().writable) {
       this.countDrop('storeFailure', 1);
       stored?.();
       return;
     }
     const seq = this.tail++;
-    const buf = encodeMessage({ ...message, enqueuedAt: this.now() });
+    const enqueuedAt = this.now();
+    const buf = encodeMessage(message, enqueuedAt);
     this.pending.set(seq, buf);
     this.count++;
     this.bytes += buf.length;
     if (seq === this.cursor + this.window.size && this.window.size < WINDOW_MESSAGES && this.windowBytes + buf.length <= WINDOW_BYTES) {
-      this.window.set(seq, buf);
+      this.window.set(seq, queuedFrom(message, buf, seq, enqueuedAt));
       this.windowBytes += buf.length;
     }
-    this.track(this.db.put([this.id, seq], buf), seq, stored);
+    this.key[1] = seq;
+    this.track(this.db.put(this.key, buf), seq, stored);
+    if (this.heldRemoves.length) this.writeRemoves();
     this.enforceLimits();
     this.wake();
   }
@@ -184,13 +203,13 @@ export class BridgeQueue {
     }
     while (this.cursor < this.tail) {
       const seq = this.cursor;
-      const buf = this.read(seq);
+      const m = this.window.get(seq) ?? this.decoded(seq);
       this.forgetUnsent(seq);
       this.cursor++;
       // A gap: acknowledged out of order before a restart.
-      if (!buf) continue;
-      this.sent.set(seq, { size: buf.length, at: enqueuedAtOf(buf) });
-      return decodeMessage(seq, buf);
+      if (!m) continue;
+      this.sent.set(seq, { size: m.size, at: m.enqueuedAt });
+      return m;
     }
     return undefined;
   }
@@ -242,6 +261,7 @@ export class BridgeQueue {
 
   /** Removes every message (the bridge left the service files). */
   clear(): void {
+    this.dropHeldRemoves(); // every key is removed below
     if (this.store.isOpen()) {
       // Committed ones and those still in the current commit batch (a remove issued after a put goes after it).
       const seqs = new Set<number>(this.pending.keys());
@@ -264,6 +284,7 @@ export class BridgeQueue {
 
   /** Resolves once every write issued so far is on disk. */
   async settled(): Promise<void> {
+    this.writeRemoves();
     await this.lastWrite?.catch(() => undefined);
     await this.store.flushed();
   }
@@ -297,6 +318,8 @@ export class BridgeQueue {
     if (!o) return undefined;
     if (o.where === 'sent') return this.sent.get(o.seq)!.at;
     if (o.where === 'redo') return this.redoMeta.get(o.seq)!.at;
+    const w = this.window.get(o.seq);
+    if (w) return w.enqueuedAt;
     const buf = this.read(o.seq);
     return buf ? enqueuedAtOf(buf) : undefined;
   }
@@ -313,7 +336,7 @@ export class BridgeQueue {
       this.redoMeta.delete(o.seq);
       this.redo.shift();
     } else {
-      size = this.read(o.seq)?.length ?? 0;
+      size = this.window.get(o.seq)?.size ?? this.read(o.seq)?.length ?? 0;
       this.forgetUnsent(o.seq);
       this.cursor++;
     }
@@ -324,13 +347,19 @@ export class BridgeQueue {
     const w = this.window.get(seq);
     if (w) {
       this.window.delete(seq);
-      this.windowBytes -= w.length;
+      this.windowBytes -= w.size;
     }
     this.readAhead.delete(seq);
   }
 
+  private decoded(seq: number): QueuedMessage | undefined {
+    const buf = this.read(seq);
+    return buf && decodeMessage(seq, buf);
+  }
+
+  /** The record of a message not in the window: written and not committed yet, or on disk. */
   private read(seq: number): Buffer | undefined {
-    const hit = this.window.get(seq) ?? this.pending.get(seq) ?? this.readAhead.get(seq);
+    const hit = this.pending.get(seq) ?? this.readAhead.get(seq);
     if (hit || !this.store.isOpen()) return hit;
     // A backlog on disk: read a slice ahead (one cursor instead of one lookup per message).
     this.readAhead.clear();
@@ -343,9 +372,33 @@ export class BridgeQueue {
   private remove(seq: number, size: number): void {
     this.count--;
     this.bytes -= size;
+    this.heldRemoves.push(seq);
+    if (this.removeTimer) return;
+    this.removeTimer = setTimeout(() => this.writeRemoves(), REMOVE_DELAY_MS);
+    this.removeTimer.unref();
+  }
+
+  /** Writes the held removals (each after its message's put, which was issued when it was queued). */
+  writeRemoves(): void {
+    if (this.removeTimer) clearTimeout(this.removeTimer);
+    this.removeTimer = undefined;
+    const seqs = this.heldRemoves;
+    this.heldRemoves = [];
     if (!this.store.isOpen()) return;
-    this.lastWrite = this.db.remove([this.id, seq]);
-    this.lastWrite.catch((err: unknown) => this.store.noteWriteFailure(err));
+    for (const seq of seqs) {
+      this.key[1] = seq;
+      const write = this.db.remove(this.key);
+      // lmdb-js answers the writes of one commit with one promise: one handler for all of them.
+      if (write === this.lastWrite) continue;
+      this.lastWrite = write;
+      write.catch((err: unknown) => this.store.noteWriteFailure(err));
+    }
+  }
+
+  private dropHeldRemoves(): void {
+    if (this.removeTimer) clearTimeout(this.removeTimer);
+    this.removeTimer = undefined;
+    this.heldRemoves = [];
   }
 
   /** lmdb-js answers every write of one commit with the same promise: one callback per batch. */

@@ -10,11 +10,11 @@ import type { Logger } from '../log/index.js';
 import type { BridgeQueue, QueueFigures } from './bridge-queue.js';
 import type { BridgeDefinition } from './bridge-definition.js';
 import { EchoFilter } from './echo-filter.js';
-import { pickProperties, type MessageProperties } from './queue-record.js';
+import { pickProperties, type MessageProperties, type MessageToQueue } from './queue-record.js';
 import { DropEpisodes, TokenBucket } from './flow-control.js';
 import { RunAs, type BridgeAccess } from './run-as.js';
 import { bringsIn, compileRules, inRuleFor, localFilters, localTopicOf, outRuleFor, remoteTopicOf, type TopicRule } from './topic-rules.js';
-import { createUpstream, displayUrl, type IncomingMessage } from './upstream.js';
+import { createUpstream, displayUrl, type IncomingMessage, type OpenLink } from './upstream.js';
 import { LinkKeeper, type BridgeState, type BridgeTarget } from './link-keeper.js';
 
 export type { BridgeState, BridgeTarget } from './link-keeper.js';
@@ -157,6 +157,8 @@ export class Bridge {
     this.runAs.close();
     this.deps.queue.onDrop = () => {};
     await this.keeper.stop();
+    // What upstream acknowledged leaves the disk now, not after a restart sent it again.
+    this.deps.queue.writeRemoves();
   }
 
   figures(): BridgeFigures {
@@ -175,6 +177,11 @@ export class Bridge {
     return f;
   }
 
+  /** A restore replaced the store: the runAs user and its rights are looked up again. */
+  forgetAccess(): void {
+    this.runAs.forget();
+  }
+
   /** Why the bridge is not where it should be, or what keeps its messages from flowing. */
   problem(): string | undefined {
     return this.keeper.message ?? this.runAs.problem();
@@ -191,9 +198,9 @@ export class Bridge {
       this.counters.refusedOut++;
       return done();
     }
-    const qos = Math.min(rule.qos, m.qos) as 0 | 1 | 2;
+    const message: MessageToQueue = { localTopic: m.topic, remoteTopic: remoteTopicOf(rule, m.topic), payload: m.payload, qos: Math.min(rule.qos, m.qos) as 0 | 1 | 2, retain: rule.retainAsPublished && m.retain };
     const properties = m.properties && pickProperties(m.properties);
-    const message = { localTopic: m.topic, remoteTopic: remoteTopicOf(rule, m.topic), payload: m.payload, qos, retain: rule.retainAsPublished && m.retain, ...(properties ? { properties } : {}) };
+    if (properties) message.properties = properties;
     // QoS 0: nobody waits for an acknowledgement, so the publish does not wait for the disk.
     if (m.qos === 0) {
       this.deps.queue.enqueue(message);
@@ -212,9 +219,13 @@ export class Bridge {
 
   /** Sends from the queue while the link is up, the in-flight window open and the rate allows. */
   private pump(): void {
-    const { queue, def } = this.deps;
     const link = this.keeper.link;
-    if (!link) return;
+    // What one pump sends leaves in one write to the connection.
+    if (link) link.batch(() => this.send(link));
+  }
+
+  private send(link: OpenLink): void {
+    const { queue, def } = this.deps;
     const window = Math.min(def.remote.maxInflight, link.receiveMaximum);
     const generation = this.keeper.now;
     while (this.keeper.link === link && queue.inFlight < window && queue.waiting > 0) {
@@ -239,7 +250,9 @@ export class Bridge {
       }
       if (!link.noEcho && inRuleFor(this.rules, m.remoteTopic)) this.echoes.remember(m.remoteTopic, m.payload);
       const seq = m.seq;
-      link.publish(m.remoteTopic, m.payload, { qos: m.qos, retain: m.retain, ...(properties ? { properties } : {}) }, (err) => {
+      const options: { qos: 0 | 1 | 2; retain: boolean; properties?: MessageProperties } = { qos: m.qos, retain: m.retain };
+      if (properties) options.properties = properties;
+      link.publish(m.remoteTopic, m.payload, options, (err) => {
         if (generation !== this.keeper.now) return; // that link is gone: the message is sent again
         if (err && (err as { refused?: boolean }).refused) queue.drop(seq, 'rejectedUpstream');
         else if (err) return; // the link is failing: lost() follows

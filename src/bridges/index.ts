@@ -59,6 +59,7 @@ export function createBridgeService(deps: {
       store.onReopen(() => {
         db = openDb();
         for (const q of queues.values()) q.reload(db);
+        for (const b of running.values()) b.forgetAccess();
       });
     }
     let q = queues.get(id);

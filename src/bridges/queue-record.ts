@@ -30,45 +30,67 @@ export interface QueuedMessage {
   properties?: MessageProperties;
   /** When it was queued (epoch ms). */
   enqueuedAt: number;
+  /** Bytes of its record (what it takes on disk). */
+  size: number;
 }
+
+/** What a bridge queues: the message without its place, time and record size. */
+export type MessageToQueue = Omit<QueuedMessage, 'seq' | 'enqueuedAt' | 'size'>;
 
 const VERSION = 1;
 const HEADER = 10;
 
-export function encodeMessage(m: Omit<QueuedMessage, 'seq'>): Buffer {
-  const local = Buffer.from(m.localTopic, 'utf8');
-  const remote = m.remoteTopic === m.localTopic ? local : Buffer.from(m.remoteTopic, 'utf8');
-  const props = m.properties && Object.keys(m.properties).length ? Buffer.from(JSON.stringify(m.properties, propertyReplacer), 'utf8') : undefined;
-  const size = HEADER + 4 + local.length + 4 + remote.length + (props ? 4 + props.length : 0) + m.payload.length;
+/** The record of a message, in one buffer (the topics written in place, no intermediate copies). */
+export function encodeMessage(m: MessageToQueue, enqueuedAt: number): Buffer {
+  const localLength = Buffer.byteLength(m.localTopic, 'utf8');
+  const remoteLength = m.remoteTopic === m.localTopic ? localLength : Buffer.byteLength(m.remoteTopic, 'utf8');
+  const props = m.properties && Object.keys(m.properties).length ? JSON.stringify(m.properties, propertyReplacer) : undefined;
+  const propsLength = props === undefined ? 0 : Buffer.byteLength(props, 'utf8');
+  const size = HEADER + 4 + localLength + 4 + remoteLength + (props === undefined ? 0 : 4 + propsLength) + m.payload.length;
   const out = Buffer.allocUnsafe(size);
   out[0] = VERSION;
-  out[1] = (m.qos & 3) | (m.retain ? 4 : 0) | (props ? 8 : 0);
-  out.writeDoubleLE(m.enqueuedAt, 2);
-  let at = HEADER;
-  for (const part of props ? [local, remote, props] : [local, remote]) {
-    out.writeUInt32LE(part.length, at);
-    part.copy(out, at + 4);
-    at += 4 + part.length;
-  }
+  out[1] = (m.qos & 3) | (m.retain ? 4 : 0) | (props === undefined ? 0 : 8);
+  out.writeDoubleLE(enqueuedAt, 2);
+  let at = field(out, HEADER, m.localTopic, localLength);
+  at = field(out, at, m.remoteTopic, remoteLength);
+  if (props !== undefined) at = field(out, at, props, propsLength);
   m.payload.copy(out, at);
   return out;
+}
+
+/** Writes a length-prefixed UTF-8 field at `at`; returns where the next one starts. */
+function field(out: Buffer, at: number, text: string, length: number): number {
+  out.writeUInt32LE(length, at);
+  out.write(text, at + 4, length, 'utf8');
+  return at + 4 + length;
+}
+
+/**
+ * The message as it was queued, without decoding its record: the fields it was made of, its
+ * payload a view of the record (the record is the one buffer it holds while it waits in memory).
+ */
+export function queuedFrom(m: MessageToQueue, record: Buffer, seq: number, enqueuedAt: number): QueuedMessage {
+  const queued: QueuedMessage = { seq, localTopic: m.localTopic, remoteTopic: m.remoteTopic, payload: record.subarray(record.length - m.payload.length), qos: m.qos, retain: m.retain, enqueuedAt, size: record.length };
+  if (record[1]! & 8) queued.properties = m.properties!;
+  return queued;
 }
 
 export function decodeMessage(seq: number, b: Buffer): QueuedMessage {
   if (b[0] !== VERSION) throw new Error(`queued message of unknown version ${b[0]}`);
   const flags = b[1]!;
   let at = HEADER;
-  const field = (): Buffer => {
+  const text = (): string => {
     const n = b.readUInt32LE(at);
-    const part = b.subarray(at + 4, at + 4 + n);
+    const part = b.toString('utf8', at + 4, at + 4 + n);
     at += 4 + n;
     return part;
   };
-  const localTopic = field().toString('utf8');
-  const remoteTopic = field().toString('utf8');
-  const m: QueuedMessage = { seq, localTopic, remoteTopic, qos: (flags & 3) as 0 | 1 | 2, retain: (flags & 4) !== 0, enqueuedAt: b.readDoubleLE(2), payload: Buffer.alloc(0) };
-  if (flags & 8) m.properties = JSON.parse(field().toString('utf8'), propertyReviver) as MessageProperties;
-  m.payload = Buffer.from(b.subarray(at));
+  const localTopic = text();
+  const remoteTopic = text();
+  const properties = flags & 8 ? (JSON.parse(text(), propertyReviver) as MessageProperties) : undefined;
+  // A view, not a copy: records read from disk are buffers of their own.
+  const m: QueuedMessage = { seq, localTopic, remoteTopic, payload: b.subarray(at), qos: (flags & 3) as 0 | 1 | 2, retain: (flags & 4) !== 0, enqueuedAt: b.readDoubleLE(2), size: b.length };
+  if (properties) m.properties = properties;
   return m;
 }
 

@@ -24,6 +24,8 @@ export interface BridgeAccess {
 
 /** While the runAs user is missing, how often it is looked up again. */
 const LOOKUP_INTERVAL_MS = 1000;
+/** Read decisions remembered (by local topic); beyond, they are forgotten and asked again. */
+const MAX_REMEMBERED_TOPICS = 10_000;
 
 type Direction = 'out' | 'in';
 
@@ -32,6 +34,12 @@ export class RunAs {
   private lookedUpAt = -Infinity;
   /** Rules (by direction) with a refused message since the last change of the user's rights: audited once. */
   private readonly refused = new Set<string>();
+  /**
+   * The engine's read decision per local topic for the user as cached: a message is checked when
+   * queued and again when sent, and a bridge carries few distinct topics. Forgotten with the
+   * user (any change of its rights, a restore), so a revocation still stops the next message.
+   */
+  private readonly readable = new Map<string, boolean>();
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -45,8 +53,7 @@ export class RunAs {
   ) {
     this.unsubscribe = access.onChange((change) => {
       if (!this.cached || change.userId !== this.cached.userId) return;
-      this.cached = undefined; // the publish prefix may have changed too
-      this.lookedUpAt = -Infinity;
+      this.forget(); // the publish prefix may have changed too
       this.refused.clear();
       if (change.kind === 'deleted') log.audit('bridge.runAs.deleted', { bridge: bridgeId, runAs: username, effect: 'nothing flows until the user exists again' });
       else if (change.kind === 'permissions') this.auditRights();
@@ -56,6 +63,13 @@ export class RunAs {
 
   close(): void {
     this.unsubscribe();
+  }
+
+  /** Looks the user and its rights up again at the next message (its rights changed, or a restore replaced the store). */
+  forget(): void {
+    this.cached = undefined;
+    this.lookedUpAt = -Infinity;
+    this.readable.clear();
   }
 
   /** The user now (looked up again at most once a second while it does not exist). */
@@ -76,7 +90,16 @@ export class RunAs {
   /** May this local topic leave through `rule` (undefined: a queued message no current rule takes)? */
   mayRead(rule: TopicRule | undefined, topic: string): boolean {
     const p = this.principal();
-    return this.decide(rule, 'out', topic, p !== undefined && this.access.allows(p.userId, 'read', topic));
+    let ok = false;
+    if (p !== undefined) {
+      const known = this.readable.get(topic);
+      if (known === undefined) {
+        ok = this.access.allows(p.userId, 'read', topic);
+        if (this.readable.size >= MAX_REMEMBERED_TOPICS) this.readable.clear();
+        this.readable.set(topic, ok);
+      } else ok = known;
+    }
+    return this.decide(rule, 'out', topic, ok);
   }
 
   /** The local topic (prefixed) a message from upstream is published to, or undefined when refused. */

@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { IClientOptions, IClientPublishOptions, IPublishPacket, ISubscriptionMap, MqttClient } from 'mqtt';
+import { corked, storeKeepingNothing, wrapWriter } from './client-writes.js';
 import type { MessageProperties } from './queue-record.js';
 
 export interface RemoteOptions {
@@ -54,6 +55,8 @@ export interface OpenLink {
   /** How many QoS 1/2 publications upstream takes at once (its receive maximum, MQTT 5). */
   receiveMaximum: number;
   publish(topic: string, payload: Buffer, options: { qos: 0 | 1 | 2; retain: boolean; properties?: MessageProperties }, done: (error?: Error) => void): void;
+  /** Runs `send` with the connection corked: the publications it makes leave in one write. */
+  batch(send: () => void): void;
   subscribe(subscriptions: { filter: string; qos: 0 | 1 | 2 }[]): Promise<void>;
   close(): Promise<void>;
 }
@@ -69,17 +72,6 @@ export const displayUrl = (url: string) => url.replace(/\/\/[^/@]*@/, '//***@');
 
 type MqttModule = typeof import('mqtt');
 const CLOSED_BEFORE_CONNACK = 'connection closed before CONNACK';
-
-/**
- * mqtt.js has no option for the bridge bit of the CONNECT's protocol level (0x80 | 4); its packet
- * writer (mqtt-packet) has one, `bridgeMode`. The client's packet writer is wrapped before it
- * connects (manualConnect) so that the CONNECT carries it; every other packet passes unchanged.
- */
-function markAsBridge(c: MqttClient): void {
-  const client = c as unknown as { _writePacket(packet: { cmd: string; bridgeMode?: boolean }, cb?: unknown): void };
-  const write = client._writePacket.bind(client);
-  client._writePacket = (packet, cb) => write(packet.cmd === 'connect' ? { ...packet, bridgeMode: true } : packet, cb);
-}
 
 export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => void) {
   /** The remote refused the 3.1.1 bridge protocol level once: not asked again. */
@@ -99,6 +91,8 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
       manualConnect: true,
       // mqtt.js logs through `debug` several times per packet; the bridge logs what matters itself.
       log: () => {},
+      // Not a timer reset per acknowledgement: a PINGREQ every keepalive is as good for a busy link.
+      reschedulePings: false,
       ...(options.username !== undefined ? { username: options.username } : {}),
       ...(options.password !== undefined ? { password: options.password } : {}),
       ...(options.protocolVersion === 5 ? { properties: { sessionExpiryInterval: options.sessionExpirySeconds } } : {}),
@@ -127,8 +121,8 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
         return;
       }
       const askedPrivate = options.protocolVersion === 4 && options.tryPrivate && !privateRefused;
-      const c: MqttClient = mqtt.connect(url, opts);
-      if (askedPrivate) markAsBridge(c);
+      const c: MqttClient = mqtt.connect(url, { ...opts, outgoingStore: storeKeepingNothing(mqtt) });
+      wrapWriter(c, askedPrivate, options.protocolVersion);
       let settled = false;
       let closed = false;
       // A broker that accepts TCP and then says nothing (a stalled link) is given up after the connect timeout.
@@ -176,11 +170,14 @@ export function createUpstream(options: RemoteOptions, onPrivateRefused?: () => 
             const po: IClientPublishOptions = { qos: o.qos, retain: o.retain };
             if (o.properties && options.protocolVersion === 5) po.properties = o.properties as IClientPublishOptions['properties'];
             c.publish(topic, payload, po, (err?: Error, packet?: unknown) => {
-              // MQTT 5: a PUBACK/PUBREC with a reason code of 0x80 or more refuses the message.
-              const rc = (packet as { reasonCode?: number } | undefined)?.reasonCode;
-              done(err ?? (rc !== undefined && rc >= 0x80 ? Object.assign(new Error(`refused upstream (reason code 0x${rc.toString(16)})`), { refused: true }) : undefined));
+              // MQTT 5: a PUBACK/PUBREC with a reason code of 0x80 or more refuses the message
+              // (mqtt.js calls back with an error whose code is the reason code, and the ack).
+              const rc = (err as { code?: unknown } | undefined)?.code ?? (packet as { reasonCode?: number } | undefined)?.reasonCode;
+              if (typeof rc === 'number' && rc >= 0x80) done(Object.assign(new Error(`refused upstream (reason code 0x${rc.toString(16)})`), { refused: true }));
+              else done(err);
             });
           },
+          batch: (send) => corked(c, send),
           subscribe(subscriptions) {
             if (subscriptions.length === 0) return Promise.resolve();
             const map: ISubscriptionMap = {};

@@ -83,8 +83,8 @@ export interface SparkplugView {
   groupId: string;
   edgeNodeId: string;
   primaryHostId?: string;
-  /** local, an upstream broker (URLs without credentials), or a bridge. */
-  via: { kind: 'local' } | { kind: 'remote'; urls: string[]; username?: string } | { kind: 'bridge'; bridgeId: string };
+  /** local, an upstream broker (URLs without credentials), or a bridge (its remote's URLs). */
+  via: { kind: 'local' } | { kind: 'remote'; urls: string[]; username?: string } | { kind: 'bridge'; bridgeId: string; urls: string[]; username?: string };
   runAs: string;
   node: {
     state: 'disabled' | 'connecting' | 'waitingForHost' | 'born' | 'dead';

@@ -57,11 +57,13 @@ export interface SparkplugNode extends EnableableResource {
   readonly def: SparkplugDef;
   view(): SparkplugView;
   stats(): SparkplugStats;
+  /** The target of the Bridge it goes through may have changed (via: !ref <Bridge>). */
+  uplinkChanged(): void;
 }
 
-/** Makes edge nodes; `endpointOf` gives the running endpoints its metrics name. */
+/** Makes edge nodes; `endpointOf` gives the running endpoints its metrics name, `bridgeTarget` the target of a Bridge (via). */
 export interface SparkplugNodes {
-  create(ctx: RuntimeContext, def: SparkplugDef, endpointOf: (id: string) => EndpointResource): SparkplugNode;
+  create(ctx: RuntimeContext, def: SparkplugDef, endpointOf: (id: string) => EndpointResource, bridgeTarget: (id: string) => 'connected' | 'disabled' | undefined): SparkplugNode;
 }
 
 /** Per connection: its state and what went through it since it was (re)built. */
@@ -180,7 +182,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
     for (const k of keyed) {
       if (k.def.kind !== 'sparkplug') continue;
-      if (deps.sparkplug) add(sparkplugNodes, deps.sparkplug.create(ctx, k.def, (id) => endpoints.get(id)!), k);
+      if (deps.sparkplug) add(sparkplugNodes, deps.sparkplug.create(ctx, k.def, (id) => endpoints.get(id)!, (id) => bridges.get(id)?.target), k);
       else log.warn('Sparkplug resource not run: this runtime has no Sparkplug support', { id: k.def.id });
     }
     for (const k of keyed) if (k.def.kind === 'bridge') add(bridges, new BridgeResource(ctx, k.def, deps.bridges), k);
@@ -195,6 +197,11 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   running = keyResources(deps.services, keyCache);
   serviceCount = deps.services.length;
   build([...running.values()], storedTarget);
+
+  /** Edge nodes going through a Bridge follow its target (disabled: their session is held down too). */
+  const followBridges = () => {
+    for (const s of sparkplugNodes.values()) if (s.def.via.kind === 'bridge') s.uplinkChanged();
+  };
 
   /** Order of stopping: what uses others first (mappings, node sets, edge nodes, endpoints), then what they use. */
   const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource || (r instanceof EnableableResource && r.kind === 'sparkplug') ? 0 : r instanceof EndpointResource ? 1 : 2);
@@ -222,7 +229,10 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     );
     running = next;
     serviceCount = services.length;
-    if (started) for (const r of [...changes.retargeted.map((id) => resourceOf(id)!), ...built]) r.reconcile();
+    if (started) {
+      for (const r of [...changes.retargeted.map((id) => resourceOf(id)!), ...built]) r.reconcile();
+      followBridges();
+    }
     ctx.changed();
     const { added, restarted, retargeted, removed } = changes;
     if (added.length + restarted.length + retargeted.length + removed.length) log.info('mapping applied', { added, restarted, retargeted, removed, unchanged: changes.unchanged.length });
@@ -336,6 +346,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       b.target = operation === 'connect' ? 'connected' : 'disabled';
       log.info('bridge operation', { id, operation });
       b.reconcile();
+      followBridges();
       ctx.changed();
       return b.view();
     },

@@ -12,9 +12,9 @@ import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definit
 import { compileRule, RuleError } from './rules.js';
 import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
-import { sparkplugDef, type SparkplugDef } from './sparkplug-file.js';
+import { sparkplugDef, type SparkplugDef, type SparkplugUpstream } from './sparkplug-file.js';
 
-export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugVia } from './sparkplug-file.js';
+export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugUpstream, SparkplugVia } from './sparkplug-file.js';
 import {
   httpAddressSchema,
   httpConfigurationSchema,
@@ -329,6 +329,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
 
   const resources: ResourceDef[] = [];
   const endpoints = new Map<string, EndpointDef>();
+  const bridges = new Map<string, BridgeDef>();
   const notA = (what: string, value: unknown) => `"${String(value)}" is not ${what} of this service (use !ref <name>)`;
   // Endpoints first pass: their protocol comes from their connection.
   for (const [name, { type, properties: p }] of resolved) {
@@ -396,7 +397,10 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
         const { targetState, description: _d, ...properties } = p as BridgeProperties & { description?: string };
         const found = bridgeProblems(properties, options.knownUser);
         for (const problem of found) problems.push({ path: `${path}.${problem.path}`, reason: problem.reason });
-        if (!found.length) resources.push({ kind: 'bridge', ...base, properties, targetState: targetState ?? 'connected' });
+        if (found.length) break;
+        const def: BridgeDef = { kind: 'bridge', ...base, properties, targetState: targetState ?? 'connected' };
+        bridges.set(def.id, def);
+        resources.push(def);
         break;
       }
       case 'Mapping':
@@ -448,6 +452,14 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
     const def = sparkplugDef(p, { id: idOf(name), serviceId, name }, `resources.${name}.properties`, {
       endpointOf: (id) => endpoints.get(id),
       declaredType,
+      bridgeUpstream: (id) => {
+        const remote = bridges.get(id)?.properties.remote;
+        if (!remote) return undefined;
+        // What a session needs of the remote; the bridge's own settings (client id, keepalive, inflight) stay its own.
+        const upstream: SparkplugUpstream = { urls: [...remote.urls] };
+        for (const key of ['username', 'password', 'caFile', 'certFile', 'keyFile', 'connectTimeoutMs'] as const) if (remote[key] !== undefined) Object.assign(upstream, { [key]: remote[key] });
+        return upstream;
+      },
       collect,
       fail: (path, reason) => {
         throw new FileError(path, reason);

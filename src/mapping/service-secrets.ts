@@ -1,6 +1,7 @@
 // Passwords in service files never leave through the API (README "Bridges", Security model):
-// GET /api/services/{id} answers the file with each password of a Bridge (remote.password) or a
-// Connection (configuration.password) replaced by REDACTED, and when it is a `!ref` to a
+// GET /api/services/{id} answers the file with each password of a Bridge (remote.password), a
+// Connection (configuration.password) or a Sparkplug edge node's upstream broker (via.password)
+// replaced by REDACTED, and when it is a `!ref` to a
 // parameter, that parameter's default. A file sent back (PUT, validate) with REDACTED at such a
 // place keeps the password the file on disk has there, so a read-edit-write round trip works.
 import { isMap, isScalar, type Document, type Scalar } from 'yaml';
@@ -13,6 +14,7 @@ export const REDACTED = '********';
 const SECRET_PATHS: Record<string, string[]> = {
   Bridge: ['properties', 'remote', 'password'],
   Connection: ['properties', 'configuration', 'password'],
+  Sparkplug: ['properties', 'via', 'password'],
 };
 
 interface SecretPlace {

@@ -1,7 +1,8 @@
 // The Sparkplug resource of a service file (DESIGN §14): its definition once resolved and
 // checked. Its JSON Schema is in schemas.ts; here, what a schema cannot say: the endpoints it
 // names are endpoints of the service with the right operation, device ids and metric names are
-// unique, and `via` is local, an upstream broker, or a Bridge of the service.
+// unique, and `via` is local, an upstream broker, or a Bridge of the service (whose remote the
+// edge node's own session then uses: the bridge's URLs, credentials and TLS files).
 /** The Sparkplug B datatypes a metric may have (the basic types; src/sparkplug/metric-values.ts encodes them). */
 export const SPARKPLUG_DATATYPES = ['Int8', 'Int16', 'Int32', 'Int64', 'UInt8', 'UInt16', 'UInt32', 'UInt64', 'Float', 'Double', 'Boolean', 'String', 'DateTime', 'Text', 'UUID'] as const;
 export type DatatypeName = (typeof SPARKPLUG_DATATYPES)[number];
@@ -19,10 +20,22 @@ export interface SparkplugDeviceDef {
   deviceId: string;
   metrics: SparkplugMetricDef[];
 }
+/** An upstream broker the edge node's session connects to (via: {urls, ...}, or a Bridge's remote). */
+export interface SparkplugUpstream {
+  urls: string[];
+  username?: string;
+  password?: string;
+  /** Relative to the data directory (or absolute, via: {urls}). */
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+  connectTimeoutMs?: number;
+}
 export type SparkplugVia =
   | { kind: 'local' }
-  | { kind: 'remote'; urls: string[]; username?: string; password?: string; caFile?: string; certFile?: string; keyFile?: string }
-  | { kind: 'bridge'; bridgeId: string };
+  | ({ kind: 'remote' } & SparkplugUpstream)
+  /** Through a Bridge of the service: a session of the edge node's own on the bridge's remote (in the definition, so a new remote restarts the node). */
+  | { kind: 'bridge'; bridgeId: string; upstream: SparkplugUpstream };
 /** A Sparkplug B edge node (DESIGN §14, src/sparkplug/). */
 export interface SparkplugDef {
   kind: 'sparkplug';
@@ -49,6 +62,8 @@ export interface SparkplugFileHelpers {
   /** A valid endpoint of the service (undefined: not one, or reported on its own). */
   endpointOf(id: string): { operation: 'read' | 'write' } | undefined;
   declaredType(id: string): string | undefined;
+  /** The remote of a valid Bridge of the service (undefined: not one, or reported on its own). */
+  bridgeUpstream(id: string): SparkplugUpstream | undefined;
   /** Runs a check; a problem it throws (fail) is collected and false returned. */
   collect(check: () => void): boolean;
   fail(path: string, reason: string): never;
@@ -63,7 +78,9 @@ export function sparkplugDef(p: Record<string, any>, base: { id: string; service
     if (v === 'local') via = { kind: 'local' };
     else if (typeof v === 'string') {
       if (h.declaredType(v) !== 'Bridge') h.fail(`${path}.via`, `"${v}" is not local, an upstream broker {urls: [...]}, or a Bridge of this service (!ref <name>)`);
-      via = { kind: 'bridge', bridgeId: v };
+      const upstream = h.bridgeUpstream(v);
+      // A Bridge that is itself wrong is reported on its own (the edge node is then left out).
+      if (upstream) via = { kind: 'bridge', bridgeId: v, upstream };
     } else {
       if ((v.certFile === undefined) !== (v.keyFile === undefined)) h.fail(`${path}.via`, 'certFile and keyFile go together');
       via = { kind: 'remote', ...v } as SparkplugVia;

@@ -28,6 +28,8 @@ export interface EdgeSessionDeps {
   timers: Timers;
   codec: PayloadCodec;
   bdSeq: BdSeqStore;
+  /** Throws why no session can be opened now (runAs's rights, a Bridge held down): checked before a bdSeq is spent on an attempt. */
+  ready?(): void;
   /** Opens the MQTT session with this will; `attempt` picks the server of an upstream list; `signal` abandons it. Rejects with the reason. */
   connect(will: { topic: string; payload: Buffer }, attempt: number, signal: AbortSignal): Promise<NodeLink>;
   /** May runAs publish on this topic (its MQTT write permission)? */
@@ -90,6 +92,26 @@ export class EdgeSession {
     await this.running;
   }
 
+  /**
+   * The way to the broker closed or opened (the target of the Bridge it goes through): closed
+   * ends the session (NDEATH when born, then DISCONNECT) and abandons a connect in progress —
+   * the next attempt says why it cannot connect; opened tries again at once.
+   */
+  uplink(open: boolean): void {
+    if (!this.active) return;
+    if (open) {
+      if (!this.link && !this.connecting) this.wakeUp?.();
+      return;
+    }
+    if (this.link) {
+      this.walk = true;
+      void this.leave(this.link);
+    } else if (this.connecting) {
+      this.walk = true;
+      this.connecting.abort();
+    }
+  }
+
   /** Publishes a device message with the next seq; false when not born or not permitted. */
   send(type: Exclude<DeviceMessageType, 'DCMD'>, deviceId: string, metrics: MetricMessage[]): boolean {
     return this.born && this.publish(type, this.deps.topics.device(type, deviceId), metrics);
@@ -102,6 +124,7 @@ export class EdgeSession {
       this.setState('connecting');
       let reason: string;
       try {
+        this.deps.ready?.();
         const bdSeq = await this.deps.bdSeq.next(this.deps.groupId, this.deps.edgeNodeId);
         const will = { topic: topics.node('NDEATH'), payload: this.deathPayload(bdSeq) };
         this.connecting = new AbortController();

@@ -27,7 +27,7 @@ export function createSparkplugSupport(deps: {
   const support: SparkplugSupport = {
     codec: createPayloadCodec(),
     bdSeq: createBdSeqStore(deps.store),
-    connectorFor: (def, topics) => createNodeConnector(def, topics, { identity: deps.identity, localBroker: deps.localBroker, dataDir: deps.dataDir, log }),
+    connectorFor: (def, topics, bridgeTarget) => createNodeConnector(def, topics, { identity: deps.identity, localBroker: deps.localBroker, dataDir: deps.dataDir, bridgeTarget, log }),
   };
-  return { create: (ctx, def, endpointOf) => new SparkplugResource(ctx, def, endpointOf, support) };
+  return { create: (ctx, def, endpointOf, bridgeTarget) => new SparkplugResource(ctx, def, endpointOf, support, bridgeTarget) };
 }

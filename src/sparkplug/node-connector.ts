@@ -8,13 +8,17 @@
 // - {urls, ...}: an upstream broker (mqtt.js), tried in order; its ACL decides who may send
 //   NCMD/DCMD there. runAs's permissions still bound what the node publishes (checked here
 //   before the session and before each message) and what it writes to endpoints.
-// - a Bridge (!ref): the seam for src/bridges (its upstream session), not in this build yet.
+// - a Bridge (!ref <Bridge>): a session of the node's own on the bridge's remote (its URLs,
+//   credentials, TLS files, connect timeout), not the bridge's session: Sparkplug 3.0 wants a
+//   clean session whose will is this node's NDEATH with a new bdSeq at every CONNECT, and the
+//   host rebuilds its state from births, not from replayed DATA (README "Sparkplug B"). While
+//   the bridge's target is `disabled` (its uplink held down) the node does not connect.
 // Before each session the node's topics are checked against runAs's permissions, so a missing
 // one shows as the reason in the edge node's state instead of a silent refusal.
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import type { Logger } from '../log/index.js';
-import type { SparkplugDef, SparkplugVia } from '../mapping/service-files.js';
+import type { SparkplugDef, SparkplugUpstream } from '../mapping/service-files.js';
 import type { UserRecord } from '../store/index.js';
 import { openLink, type LinkOptions, type NodeLink } from './node-link.js';
 import type { EdgeNodeTopics } from './sparkplug-topics.js';
@@ -35,10 +39,14 @@ export interface ConnectorDeps {
   localBroker(): { host: string; port: number } | undefined;
   /** Relative caFile/certFile/keyFile paths are in the data directory. */
   dataDir: string;
+  /** The target of a Bridge of the mapping runtime (via: !ref <Bridge>): `disabled` holds the node's session down. */
+  bridgeTarget?(bridgeId: string): 'connected' | 'disabled' | undefined;
   log: Logger;
 }
 
 export interface NodeConnector {
+  /** Throws why the node cannot connect now: runAs lacks a permission, its Bridge is disabled. */
+  ready(): void;
   connect(will: { topic: string; payload: Buffer }, attempt: number, signal?: AbortSignal): Promise<NodeLink>;
   /** May runAs (as resolved at the last connect) publish on this topic (a Sparkplug topic, an endpoint's <topic>/set)? */
   mayPublish(topic: string): boolean;
@@ -66,11 +74,11 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
     return user;
   };
 
-  const common = (will: LinkOptions['will']) => ({
+  const common = (will: LinkOptions['will'], connectTimeoutMs = CONNECT_TIMEOUT_MS) => ({
     clientId: def.clientId ?? `gatewayd-${def.groupId}-${def.edgeNodeId}`,
     protocolVersion: def.protocolVersion,
     keepaliveSeconds: def.keepaliveSeconds,
-    connectTimeoutMs: CONNECT_TIMEOUT_MS,
+    connectTimeoutMs,
     will,
   });
 
@@ -91,13 +99,13 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
     return link;
   };
 
-  const viaRemote = async (via: Extract<SparkplugVia, { kind: 'remote' }>, will: LinkOptions['will'], attempt: number, signal?: AbortSignal): Promise<NodeLink> => {
+  const viaRemote = async (via: SparkplugUpstream, will: LinkOptions['will'], attempt: number, signal?: AbortSignal): Promise<NodeLink> => {
     const url = via.urls[attempt % via.urls.length]!;
     const file = (path: string | undefined) => (path === undefined ? undefined : readFile(isAbsolute(path) ? path : join(deps.dataDir, path)));
     const [ca, cert, key] = await Promise.all([file(via.caFile), file(via.certFile), file(via.keyFile)]);
     const tls = /^(mqtts|wss):/.test(url) ? { tls: { rejectUnauthorized: true, ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) } } : {};
     return openLink({
-      ...common(will),
+      ...common(will, via.connectTimeoutMs),
       url,
       ...(via.username !== undefined ? { username: via.username } : {}),
       ...(via.password !== undefined ? { password: via.password } : {}),
@@ -105,9 +113,17 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
     }, signal);
   };
 
+  const ready = (): UserRecord => {
+    const user = runAs();
+    const via = def.via;
+    if (via.kind === 'bridge' && deps.bridgeTarget?.(via.bridgeId) === 'disabled') throw new Error(`bridge ${via.bridgeId} is disabled: its uplink is held down`);
+    return user;
+  };
+
   return {
+    ready: () => void ready(),
     async connect(will, attempt, signal) {
-      const user = runAs();
+      const user = ready();
       const via = def.via;
       switch (via.kind) {
         case 'local':
@@ -115,8 +131,7 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
         case 'remote':
           return viaRemote(via, will, attempt, signal);
         case 'bridge':
-          // The seam for src/bridges: the bridge's upstream session will carry the NDEATH.
-          throw new Error(`via ${via.bridgeId}: publishing through a bridge is not in this build`);
+          return viaRemote(via.upstream, will, attempt, signal);
       }
     },
     mayPublish: (topic) => userId !== undefined && identity.allows(userId, 'write', topic),

@@ -22,7 +22,7 @@ import { edgeNodeTopics, type EdgeNodeTopics } from './sparkplug-topics.js';
 export interface SparkplugSupport {
   codec: PayloadCodec;
   bdSeq: BdSeqStore;
-  connectorFor(def: SparkplugDef, topics: EdgeNodeTopics): NodeConnector;
+  connectorFor(def: SparkplugDef, topics: EdgeNodeTopics, bridgeTarget: (id: string) => 'connected' | 'disabled' | undefined): NodeConnector;
 }
 
 export class SparkplugResource extends EnableableResource implements SparkplugNode {
@@ -38,10 +38,11 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
     readonly def: SparkplugDef,
     private readonly endpointOf: (id: string) => EndpointResource,
     support: SparkplugSupport,
+    private readonly bridgeTarget: (id: string) => 'connected' | 'disabled' | undefined = () => undefined,
   ) {
     super(ctx, 'sparkplug', def.id, def.targetState);
     const topics = edgeNodeTopics(def.groupId, def.edgeNodeId, def.primaryHostId);
-    const connector = support.connectorFor(def, topics);
+    const connector = support.connectorFor(def, topics, bridgeTarget);
     const log = ctx.log.child({ sparkplug: def.id });
     this.session = new EdgeSession({
       groupId: def.groupId,
@@ -51,6 +52,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       timers: ctx.timers,
       codec: support.codec,
       bdSeq: support.bdSeq,
+      ready: () => connector.ready(),
       connect: (will, attempt, signal) => connector.connect(will, attempt, signal),
       mayPublish: (topic) => connector.mayPublish(topic),
       onBorn: (rebirth) => this.devices.nodeBorn(rebirth),
@@ -99,6 +101,12 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
     for (const [endpoint, observer] of this.observed.splice(0)) endpoint.observers.delete(observer);
   }
 
+  /** Its Bridge's target may have changed: a session held down by it ends (NDEATH), one let go connects now. */
+  uplinkChanged(): void {
+    if (this.def.via.kind !== 'bridge' || this.current !== 'enabled') return;
+    this.session.uplink(this.bridgeTarget(this.def.via.bridgeId) !== 'disabled');
+  }
+
   /** Stops for good (its definition changed or left, or the runtime stops): resolves once disabled. */
   override async retire(): Promise<void> {
     this.target = 'disabled';
@@ -144,8 +152,9 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
 
   view(): SparkplugView {
     const { def, session } = this;
-    const via: SparkplugView['via'] =
-      def.via.kind === 'remote' ? { kind: 'remote', urls: def.via.urls.map(withoutCredentials), ...(def.via.username !== undefined ? { username: def.via.username } : {}) } : def.via.kind === 'bridge' ? { kind: 'bridge', bridgeId: def.via.bridgeId } : { kind: 'local' };
+    const upstream = def.via.kind === 'remote' ? def.via : def.via.kind === 'bridge' ? def.via.upstream : undefined;
+    const shown = upstream && { urls: upstream.urls.map(withoutCredentials), ...(upstream.username !== undefined ? { username: upstream.username } : {}) };
+    const via: SparkplugView['via'] = def.via.kind === 'remote' ? { kind: 'remote', ...shown! } : def.via.kind === 'bridge' ? { kind: 'bridge', bridgeId: def.via.bridgeId, ...shown! } : { kind: 'local' };
     const node: SparkplugView['node'] = { state: session.state, seq: session.seq };
     if (session.message !== undefined) node.message = session.message;
     if (session.bdSeq !== undefined) node.bdSeq = session.bdSeq;
