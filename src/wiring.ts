@@ -268,7 +268,6 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       uiSupportRoutes({ dashboard }),
     ],
   });
-  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs, admitUpgrade: plainHttp.admitUpgrade });
   const https = createHttpsServerPart({
     app,
     host: config.host,
@@ -278,6 +277,8 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     // The gateway CA's server certificate (MQTTS's, for mqtt.serverHostnames), or the operator's files.
     certificate: createServerCertificateSource({ certFile: config.http.tlsCertFile, keyFile: config.http.tlsKeyFile, fromCa: () => ({ cert: ca!.serverCertPem, key: ca!.serverKeyPem }), log }),
   });
+  // A TLS handshake on the plain port is served by the HTTPS listener (a browser sent there by HSTS).
+  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs, admitUpgrade: plainHttp.admitUpgrade, tls: https });
   httpsPort = () => https.port() || config.http.tlsPort;
 
   const parts: Part[] = [

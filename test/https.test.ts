@@ -5,12 +5,17 @@
 // http.plainAllowedFrom meets it (a redirect for the web UI, a 403 for the API before any
 // password is looked at).
 import { rename, writeFile } from 'node:fs/promises';
+import { connect as tcpConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { request, Agent } from 'node:https';
 import { connect as tlsConnect, type PeerCertificate, type TLSSocket } from 'node:tls';
 import { readFileSync, rmSync } from 'node:fs';
 import { expect } from 'chai';
-import { WebSocket } from 'ws';
+import express from 'express';
+import { WebSocket, WebSocketServer } from 'ws';
+import { createHttpServerPart } from '../src/http/http-server.js';
+import { createHttpsServerPart } from '../src/http/https-server.js';
+import { createSilentLogger } from '../src/log/index.js';
 import { ADMIN_PASSWORD, startDaemonProcess, startGateway, tempDir, type TestGateway } from './support/harness.js';
 import { fetchTrusting, type FetchLike } from './support/https-fetch.js';
 import { collect, connectUrl, endAllClients, makeCerts, runCli, subscribe, type Certs } from './support/mqtt-test-kit.js';
@@ -43,6 +48,39 @@ async function logLine(gw: TestGateway, pred: (l: Record<string, unknown>) => bo
     if (Date.now() > deadline) throw new Error('log line did not appear');
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** A GET over TLS to 127.0.0.1:port on `agent`; the answer's status, Connection header and body. */
+function tlsGet(port: number, path: string, agent: Agent): Promise<{ status: number; connection: string | undefined; hsts: string | undefined; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, agent }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, hsts: res.headers['strict-transport-security'], body }));
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/** A TCP client that connects and sends nothing: when it connected, and when it was closed with how many bytes it received. */
+function silentClient(port: number) {
+  const socket: Socket = tcpConnect(port, '127.0.0.1');
+  let received = 0;
+  socket.on('data', (d: Buffer) => (received += d.length));
+  socket.on('error', () => {});
+  const connected = new Promise<number>((resolve) => socket.once('connect', () => resolve(Date.now())));
+  const closed = new Promise<{ at: number; received: number }>((resolve) => socket.once('close', () => resolve({ at: Date.now(), received })));
+  return { socket, connected, closed };
+}
+
+/** An open WebSocket to `url`, trusting `ca` for wss. */
+function openWebSocket(url: string, ca: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { ca });
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
 }
 
 describe('HTTPS', function () {
@@ -85,6 +123,36 @@ describe('HTTPS', function () {
       const plain = await curl('-i', `${gw.baseUrl}/health`);
       expect(plain.stdout).to.match(/^HTTP\/1\.1 200 /);
       expect(plain.stdout).to.not.match(/Strict-Transport-Security/i);
+    });
+
+    it('answers a TLS handshake on the plain port as the HTTPS port does (where HSTS sends a browser), and plain HTTP there as before', async () => {
+      const plainPortTls = `https://localhost:${gw.ports.http}`;
+      const health = await curl('-i', '--cacert', gw.caFile, `${plainPortTls}/health`);
+      expect(health.code, health.stderr).to.equal(0);
+      expect(health.stdout).to.match(/^HTTP\/1\.1 200 /);
+      expect(health.stdout).to.match(/\r\nStrict-Transport-Security: max-age=31536000\r\n/i);
+      const login = await curl('--cacert', gw.caFile, '-X', 'POST', `${plainPortTls}/api/login`, '-H', 'content-type: application/json', '-d', JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }));
+      const { token } = JSON.parse(login.stdout) as { token: string };
+      const session = await curl('--cacert', gw.caFile, '-H', `authorization: Bearer ${token}`, `${plainPortTls}/api/session`);
+      expect(JSON.parse(session.stdout).username).to.equal('admin');
+      const ui = await curl('-i', '--cacert', gw.caFile, `${plainPortTls}/users`);
+      expect(ui.stdout).to.match(/^HTTP\/1\.1 200 /);
+      expect(ui.stdout).to.include('<!doctype html>');
+      // The same certificate and protocol settings as the HTTPS port.
+      expect((await peerCertificate(gw.ports.http, ca)).fingerprint256).to.equal((await peerCertificate(gw.ports.https, ca)).fingerprint256);
+      const old = await sClient(gw.ports.http, '-tls1_1', '-cipher', 'DEFAULT@SECLEVEL=0');
+      expect(old.stdout + old.stderr).to.match(/alert protocol version.*SSL alert number 70/);
+      // MQTT over wss on the plain port, and over ws there for a loopback client, as before.
+      const wss = await connectUrl(`wss://localhost:${gw.ports.http}/mqtt`, { ca, username: 'admin', password: ADMIN_PASSWORD, protocolVersion: 4, reconnectPeriod: 0 });
+      expect(wss.connected).to.equal(true);
+      const ws = await connectUrl(`ws://127.0.0.1:${gw.ports.http}/mqtt`, { username: 'admin', password: ADMIN_PASSWORD, protocolVersion: 4, reconnectPeriod: 0 });
+      expect(ws.connected).to.equal(true);
+      // Plain HTTP on the same port: served, without HSTS; a request with a body too.
+      const plain = await curl('-i', `http://127.0.0.1:${gw.ports.http}/health`);
+      expect(plain.stdout).to.match(/^HTTP\/1\.1 200 /);
+      expect(plain.stdout).to.not.match(/Strict-Transport-Security/i);
+      const plainLogin = await gw.api('POST', '/api/login', { body: { username: 'admin', password: ADMIN_PASSWORD } });
+      expect(plainLogin.status).to.equal(200);
     });
 
     it('presents the certificate MQTTS presents (the gateway CA issued it for mqtt.serverHostnames)', async () => {
@@ -192,6 +260,8 @@ describe('HTTPS', function () {
       expect(fresh.fingerprint256).to.not.equal(firstFingerprint);
       expect(fresh.issuer.CN).to.equal('test ca');
       expect((await peerCertificate(gw.ports.https, second.caCert)).fingerprint256).to.equal(fresh.fingerprint256);
+      // TLS on the plain port is the same server: the new pair there too.
+      expect((await peerCertificate(gw.ports.http, second.caCert)).fingerprint256).to.equal(fresh.fingerprint256);
       // The connection opened before the change is the same TLS session with the old certificate.
       const later = await onOpenConnection();
       expect(later).to.include({ status: 200, reused: true, fingerprint: firstFingerprint });
@@ -274,6 +344,23 @@ describe('HTTPS', function () {
       expect(gw.logs().filter((l) => l.message === 'login failed')).to.have.length(1);
     });
 
+    it('serves TLS on the plain port in full (it is HTTPS), while the same calls in clear are redirected or refused', async () => {
+      const plainPortTls = `https://127.0.0.1:${gw.ports.http}`;
+      const login = await secure(`${plainPortTls}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }) });
+      expect(login.status).to.equal(200);
+      expect(login.headers.get('strict-transport-security')).to.equal('max-age=31536000');
+      const page = await secure(`${plainPortTls}/users`);
+      expect(page.status).to.equal(200);
+      expect(await page.text()).to.include('<!doctype html>');
+      const wss = await connectUrl(`wss://127.0.0.1:${gw.ports.http}/mqtt`, { ca: readFileSync(gw.caFile), username: 'admin', password: ADMIN_PASSWORD, protocolVersion: 4, reconnectPeriod: 0 });
+      expect(wss.connected).to.equal(true);
+      // The same port in clear: the policy as before.
+      expect((await gw.api('POST', '/api/login', { body: { username: 'admin', password: ADMIN_PASSWORD } })).status).to.equal(403);
+      const redirect = await gw.api('GET', '/users');
+      expect(redirect.status).to.equal(302);
+      expect(redirect.headers.get('location')).to.equal(`https://127.0.0.1:${gw.ports.https}/users`);
+    });
+
     it('refuses a WebSocket upgrade to /mqtt before any CONNECT is read', async () => {
       const upgrade = new WebSocket(`ws://127.0.0.1:${gw.ports.http}/mqtt`, 'mqtt');
       const status = await new Promise<number>((resolve) => {
@@ -315,6 +402,98 @@ describe('HTTPS', function () {
       expect(inClear.body.message).to.match(/use https:\/\//);
       // The proxy's own (loopback) requests are unchanged.
       expect((await gw.api('GET', '/api/session')).status).to.equal(401);
+    });
+  });
+
+  describe("the plain port's first byte (the two listeners alone, with short timeouts)", () => {
+    let certs: Certs;
+    before(async () => {
+      certs = await makeCerts();
+    });
+    after(() => certs?.cleanup());
+
+    /** Both listeners on 127.0.0.1 port 0 over one app, and a WebSocket echo endpoint on both (as the broker's /mqtt). */
+    async function listeners(options: { firstByteTimeoutMs: number; shutdownTimeoutMs: number }) {
+      const app = express();
+      app.get('/', (_req, res) => void res.send('ok'));
+      const pair = { cert: certs.serverCert, key: certs.serverKey };
+      const common = { app, host: '127.0.0.1', port: 0, shutdownTimeoutMs: options.shutdownTimeoutMs };
+      const https = createHttpsServerPart({ ...common, log: createSilentLogger(), certificate: { load: async () => pair, watch: () => {}, close: () => {} } });
+      const http = createHttpServerPart({ ...common, tls: https, firstByteTimeoutMs: options.firstByteTimeoutMs });
+      const echo = new WebSocketServer({ noServer: true });
+      echo.on('connection', (ws) => ws.on('message', (m) => ws.send(m)));
+      for (const server of [http.upgrades, https.server]) server.on('upgrade', (req, socket, head) => echo.handleUpgrade(req, socket, head, (ws) => echo.emit('connection', ws, req)));
+      await https.start();
+      await http.start();
+      return { http, https };
+    }
+
+    it('closes a connection that sends nothing within the first-byte timeout; HTTP and TLS on the same port are served', async () => {
+      const { http } = await listeners({ firstByteTimeoutMs: 500, shutdownTimeoutMs: 5000 });
+      const agent = new Agent({ ca: certs.caCert });
+      try {
+        const silent = silentClient(http.port());
+        const connectedAt = await silent.connected;
+        const { at, received } = await silent.closed;
+        expect(received, 'nothing written to a client of unknown protocol').to.equal(0);
+        // Not before the timeout (a little slack: the server's clock starts when it accepts);
+        // the HTTP server's own headersTimeout (20 s) would be far later.
+        expect(at - connectedAt).to.be.at.least(400).and.below(15_000);
+        expect(await (await fetch(`http://127.0.0.1:${http.port()}/`)).text()).to.equal('ok');
+        expect(await tlsGet(http.port(), '/', agent)).to.include({ status: 200, body: 'ok', hsts: 'max-age=31536000' });
+        // WebSocket in clear and over TLS on the plain port.
+        for (const url of [`ws://127.0.0.1:${http.port()}/`, `wss://127.0.0.1:${http.port()}/`]) {
+          const ws = await openWebSocket(url, certs.caCert);
+          ws.send(url);
+          expect(String(await new Promise((resolve) => ws.once('message', resolve)))).to.equal(url);
+          ws.terminate();
+        }
+      } finally {
+        agent.destroy();
+        await http.stop();
+      }
+    });
+
+    it('a stop closes connections that sent nothing and drains the TLS connections of the plain port with the HTTPS listener', async () => {
+      const { http, https } = await listeners({ firstByteTimeoutMs: 60_000, shutdownTimeoutMs: 15_000 });
+      const agent = new Agent({ keepAlive: true, maxSockets: 1, ca: certs.caCert });
+      const idleAgent = new Agent({ keepAlive: true, maxSockets: 1, ca: certs.caCert });
+      try {
+        // A client that ends without a byte is let go at once, not after the first-byte timeout.
+        const quitter = silentClient(http.port());
+        await quitter.connected;
+        quitter.socket.end();
+        expect((await quitter.closed).received).to.equal(0);
+
+        const silent = silentClient(http.port());
+        await silent.connected;
+        // WebSocket connections (MQTT over ws/wss): upgraded, they are no longer the HTTP server's.
+        const sockets = await Promise.all([`ws://127.0.0.1:${http.port()}/`, `wss://127.0.0.1:${http.port()}/`, `wss://127.0.0.1:${https.port()}/`].map((url) => openWebSocket(url, certs.caCert)));
+        const socketsClosed = Promise.all(sockets.map((ws) => new Promise((resolve) => ws.once('close', resolve))));
+        expect(await tlsGet(http.port(), '/', agent)).to.include({ status: 200, connection: 'keep-alive' });
+        // A TLS connection that stays idle through the stop.
+        expect(await tlsGet(http.port(), '/', idleAgent)).to.include({ status: 200, connection: 'keep-alive' });
+        const idleClosed = new Promise<void>((resolve) => Object.values(idleAgent.freeSockets).flat()[0]!.once('close', () => resolve()));
+        const began = Date.now();
+        const stopped = http.stop();
+        // A request on the kept-alive TLS connection while the stop begins: answered, and told
+        // that the connection ends (the HTTPS listener stops with the plain one).
+        expect(await tlsGet(http.port(), '/', agent)).to.include({ status: 200, body: 'ok', connection: 'close' });
+        await stopped;
+        // The plain port's stop waits for every connection it accepted: the silent one, the idle
+        // TLS one and the WebSocket ones were closed after the short grace (250 ms), not at the
+        // first-byte (60 s) or shutdown (15 s) timeout, nor when keep-alive ran out (5 s).
+        expect(Date.now() - began).to.be.below(4_000);
+        expect((await silent.closed).received).to.equal(0);
+        await idleClosed;
+        await socketsClosed;
+        expect(https.server.listening).to.equal(false);
+        await https.stop();
+      } finally {
+        agent.destroy();
+        idleAgent.destroy();
+        await http.stop();
+      }
     });
   });
 

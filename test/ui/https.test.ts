@@ -8,11 +8,15 @@ import { ADMIN_PASSWORD, type TestGateway } from '../support/harness.js';
 import { collect, connect, endAllClients, subscribe } from '../support/mqtt-test-kit.js';
 import { launchBrowser, signIn, useBrowser, useGateway } from './support/browser.js';
 
+/** A plant host name, resolved by the browser to 127.0.0.1 (--host-resolver-rules). */
+const GW_HOST = 'gw-hall-b.test';
+
 describe('web UI: HTTPS', function () {
   this.timeout(40_000);
   let gw!: TestGateway;
   // The gateway (and its CA) first: the browser is launched trusting that CA.
-  useGateway((g) => (gw = g), { http: { plainAllowedFrom: [] } });
+  // gw-hall-b.test: a host name in the gateway's certificate, for the HSTS test below.
+  useGateway((g) => (gw = g), { http: { plainAllowedFrom: [] }, mqtt: { serverHostnames: [GW_HOST] } });
   const b = useBrowser({ trustCaFile: () => gw.caFile });
   afterEach(() => endAllClients());
 
@@ -49,6 +53,36 @@ describe('web UI: HTTPS', function () {
     const clear = requests.filter((u) => u.startsWith('http:') || u.startsWith('ws:'));
     expect(clear).to.deep.equal([`${gw.baseUrl}/users`]);
     expect(requests).to.include(`wss://127.0.0.1:${gw.ports.https}/mqtt`);
+  });
+
+  it('follows HSTS from the HTTPS port to TLS on the plain port: the plain port answers it as HTTPS does', async () => {
+    // A browser of its own: Chromium keeps no HSTS for IP addresses or localhost, so the pages
+    // are on a host name (mapped to 127.0.0.1), which the requests check of useBrowser does not expect.
+    const browser = await launchBrowser({ trustCaFile: gw.caFile, extraArgs: [`--host-resolver-rules=MAP ${GW_HOST} 127.0.0.1`] });
+    try {
+      const page = await browser.newPage();
+      const secure = await page.goto(`https://${GW_HOST}:${gw.ports.https}/`);
+      expect(secure!.headers()['strict-transport-security']).to.equal('max-age=31536000');
+      // Typed as http:// on the plain port: HSTS makes it https:// on that same port before
+      // anything goes out in clear (a request in clear would be redirected to the HTTPS port).
+      const sent: string[] = [];
+      page.on('request', (r) => sent.push(r.url()));
+      const plainPort = `${GW_HOST}:${gw.ports.http}`;
+      const upgraded = await page.goto(`http://${plainPort}/users`);
+      expect(upgraded!.url()).to.equal(`https://${plainPort}/users`);
+      expect(upgraded!.status()).to.equal(200);
+      expect((await upgraded!.securityDetails())?.issuer).to.equal('gatewayd CA');
+      expect(upgraded!.headers()['strict-transport-security']).to.equal('max-age=31536000');
+      // The web UI works there: sign-in, and the topic explorer over wss on that port.
+      await page.waitForURL(`https://${plainPort}/signin?next=%2Fusers`);
+      await signIn(page, `https://${plainPort}`);
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.getByRole('link', { name: 'Topics' }).click();
+      await page.getByText(`Connected to wss://${plainPort}/mqtt`).waitFor();
+      expect(sent.filter((u) => u.startsWith('http:') || u.startsWith('ws:'))).to.deep.equal([`http://${plainPort}/users`]);
+    } finally {
+      await browser.close();
+    }
   });
 
   it('is refused by a browser that does not trust the gateway CA (the trust above is the CA, not a switch)', async () => {

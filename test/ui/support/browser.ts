@@ -23,11 +23,12 @@ export const screenshotDir = join(repoRoot, 'docs/screenshots');
  * database holds that certificate as a trusted CA (certutil, Debian's libnss3-tools), so
  * certificate checking stays fully on; nothing like --ignore-certificate-errors.
  */
-export async function launchBrowser(options: { trustCaFile?: string } = {}): Promise<Browser> {
+export async function launchBrowser(options: { trustCaFile?: string; extraArgs?: string[] } = {}): Promise<Browser> {
   if (!existsSync(chromiumPath)) {
     throw new Error(`headless Chromium not found at ${chromiumPath}: install it (apt-get install chromium-headless-shell; .ci/run does) or set GATEWAYD_TEST_CHROMIUM`);
   }
-  if (!options.trustCaFile) return chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 30_000 });
+  const args = [...chromiumArgs, ...(options.extraArgs ?? [])];
+  if (!options.trustCaFile) return chromium.launch({ executablePath: chromiumPath, args, timeout: 30_000 });
   const home = mkdtempSync(join(tmpdir(), 'gatewayd-browser-home-'));
   try {
     const db = `sql:${join(home, '.pki', 'nssdb')}`;
@@ -39,7 +40,7 @@ export async function launchBrowser(options: { trustCaFile?: string } = {}): Pro
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new Error('certutil not found: install it (apt-get install libnss3-tools; .ci/run does)');
     throw err;
   }
-  const browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 30_000, env: { ...process.env, HOME: home } });
+  const browser = await chromium.launch({ executablePath: chromiumPath, args, timeout: 30_000, env: { ...process.env, HOME: home } });
   browser.on('disconnected', () => rmSync(home, { recursive: true, force: true }));
   return browser;
 }
