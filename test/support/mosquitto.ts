@@ -9,7 +9,7 @@ import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { freePort } from './rabbitmq.js';
+import { freePort } from './free-port.js';
 
 export { freePort };
 export const MOSQUITTO = '/usr/sbin/mosquitto';

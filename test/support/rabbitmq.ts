@@ -12,9 +12,12 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './free-port.js';
+
+export { freePort };
 
 const RABBITMQ_BIN = '/usr/lib/rabbitmq/bin';
 const PLUGINS = ['rabbitmq_mqtt', 'rabbitmq_auth_backend_http', 'rabbitmq_auth_backend_cache', 'rabbitmq_management'];
@@ -71,16 +74,6 @@ export interface RabbitKit {
   destroy(): Promise<void>;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 // Leftovers when a test run is interrupted: kill each node's process group on exit.
 const liveGroups = new Set<number>();
