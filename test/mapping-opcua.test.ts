@@ -101,7 +101,7 @@ resources:
     type: Connection
     properties:
       protocol: Opcua
-      configuration: {endpointUrl: "opc.tcp://127.0.0.1:${plcPort}", securityMode: SignAndEncrypt, securityPolicy: Basic256Sha256, acceptUnknownServerCertificate: true, username: plc, password: plc-secret, timeoutMs: 2000}
+      configuration: {endpointUrl: "opc.tcp://127.0.0.1:${plcPort}", securityMode: SignAndEncrypt, securityPolicy: Basic256Sha256, acceptUnknownServerCertificate: true, username: plc, password: plc-secret, timeoutMs: 8000}
   secureTemp:
     type: Endpoint
     properties:
