@@ -385,6 +385,30 @@ describe('mqtt persistence: LMDB broker state', function () {
       expect(p.stats().sessions).to.equal(0);
     });
 
+    it('a clean start discards the QoS 2 packets the client had not released, also those stored before a restart [MQTT-3.1.2-4]', async () => {
+      let p = expiring();
+      await p.setup(broker);
+      const client = { id: 'qos2-device', clean: false, version: 5, sessionExpiryInterval: 3600 };
+      connectClient(client);
+      const publish = (messageId: number) => ({ cmd: 'publish', topic: 'in', payload: Buffer.from(`m${messageId}`), qos: 2, messageId });
+      await p.incomingStorePacket(client, publish(1));
+      await p.incomingStorePacket(client, publish(1)); // a retransmission: still one
+      await p.incomingStorePacket(client, publish(2));
+      await p.incomingDelPacket(client, { messageId: 2 }); // released
+      await p.incomingStorePacket(client, publish(3));
+      disconnectClient(client);
+      p = await restart(p, { now: () => now, limits: { sessionExpirySeconds: 7 * 24 * 3600 } });
+      await p.setup(broker);
+      expect((await p.incomingGetPacket(client, { messageId: 1 })).payload).to.deep.equal(Buffer.from('m1'));
+      // aedes asks cleanSubscriptions at every clean start: a new packet 1 must not pass for a retransmission.
+      await p.cleanSubscriptions(client);
+      for (const messageId of [1, 3]) {
+        let found = true;
+        await p.incomingGetPacket(client, { messageId }).catch(() => (found = false));
+        expect(found, `packet ${messageId}`).to.equal(false);
+      }
+    });
+
     it('starts the expiry of a session whose client was connected when the process died at the next start', async () => {
       let p = expiring();
       await p.setup(broker);

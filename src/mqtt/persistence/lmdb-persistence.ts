@@ -148,11 +148,16 @@ export class LmdbPersistence {
     const wills = table<WillPacket>(DATABASES.wills);
     const willBrokers = new Map<string, string>();
     for (const { key, value } of wills.db.getRange()) willBrokers.set(key as string, value.brokerId ?? '');
+    const incoming = table<StoredPacket>(DATABASES.incoming);
+    for (const key of incoming.db.getKeys()) {
+      const session = sessions.byStoredKey((key as [string, number])[0]);
+      if (session) session.incoming++;
+    }
     return {
       retained: new RetainedMessages(table<RetainedPacket>(DATABASES.retained, 'binary'), limits),
       sessions,
       queues,
-      incoming: table<StoredPacket>(DATABASES.incoming),
+      incoming,
       wills,
       willBrokers,
       queuedTotal,
@@ -226,6 +231,17 @@ export class LmdbPersistence {
 
   async cleanSubscriptions(client: ClientRef): Promise<void> {
     this.#state.sessions.cleanSubscriptions(client.id);
+    // aedes asks this at every clean start (and when a session ends): the QoS 2 messages the
+    // client had not released belong to the discarded session [MQTT-3.1.2-4]. Kept, a message of
+    // the new session that reuses such a packet id would be taken for a retransmission and lost.
+    const session = this.#state.sessions.get(client.id);
+    if (session && session.incoming > 0) this.#dropIncoming(session);
+  }
+
+  #dropIncoming(session: Session): void {
+    const { start, end } = prefixRange(session.key);
+    this.#state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]));
+    session.incoming = 0;
   }
 
   getClientList(topic: string): Readable {
@@ -294,7 +310,9 @@ export class LmdbPersistence {
     const stored = aedesPacket(packet);
     stored.messageId = packet.messageId;
     const key = [session.key, packet.messageId ?? 0];
-    this.#state.incoming.put(keyId(key), key, stored);
+    const id = keyId(key);
+    if (!this.#state.incoming.get(id, key)) session.incoming++;
+    this.#state.incoming.put(id, key, stored);
   }
 
   async incomingGetPacket(client: ClientRef, packet: { messageId?: number }): Promise<StoredPacket> {
@@ -309,6 +327,8 @@ export class LmdbPersistence {
     const id = keyId(key);
     if (!this.#state.incoming.get(id, key)) throw new Error('no such packet');
     this.#state.incoming.remove(id, key);
+    const session = this.#state.sessions.get(client.id);
+    if (session && session.incoming > 0) session.incoming--;
   }
 
   // ------------------------------------------------------------------ wills
@@ -377,8 +397,7 @@ export class LmdbPersistence {
     const state = this.#state;
     state.queuedTotal -= session.queued;
     state.queues.wipe(session);
-    const { start, end } = prefixRange(session.key);
-    state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]));
+    this.#dropIncoming(session);
     if (state.willBrokers.has(session.key)) this.#removeWill(session.key);
     state.sessions.remove(session);
     this.#counters.sessionsExpired++;

@@ -54,6 +54,8 @@ export class Session implements QueuedSession {
   queueIndex: QueueIndex | undefined;
   /** Who the session belongs to (SessionRecord.owner). */
   owner: string | undefined;
+  /** QoS 2 PUBLISH packets received from its client and not released yet (mqtt-incoming). */
+  incoming = 0;
 
   constructor(
     readonly clientId: string,
@@ -122,6 +124,11 @@ export class SessionIndex {
 
   get(clientId: string): Session | undefined {
     return this.byKey.get(clientKey(clientId));
+  }
+
+  /** The session stored under this key (the first element of its keys in the other databases). */
+  byStoredKey(key: string): Session | undefined {
+    return this.byKey.get(key);
   }
 
   /** Seconds a session outlives its connection: 0 for a clean one. */
