@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { BrokerContext } from './broker-context.js';
 import { ClientState, stateOf, type GatewayClient, type Transport } from './client-state.js';
 import { recordRefusal } from './connect-refusals.js';
+import { watchInboundPackets } from './inbound-packets.js';
 import { limitPacketSize } from './limits.js';
 import type { SessionRegistry } from './session-registry.js';
 
@@ -14,6 +15,7 @@ export class Connections {
   /** Bytes of connections already closed (live ones are read from their sockets). */
   private readonly closedBytes = { received: 0, sent: 0 };
   private parserHookMissingLogged = false;
+  private inboundHookMissingLogged = false;
 
   constructor(
     private readonly ctx: BrokerContext,
@@ -48,8 +50,16 @@ export class Connections {
       this.parserHookMissingLogged = true;
       ctx.log.warn('mqtt-packet parser has an unexpected shape: maxPacketSizeBytes is not enforced');
     }
+    if (!watchInboundPackets(client) && !this.inboundHookMissingLogged) {
+      this.inboundHookMissingLogged = true;
+      ctx.log.warn('aedes client parser has an unexpected shape: shared subscriptions and MQTT 5 flow control are off');
+    }
     this.answerUnsupportedVersion(client, conn);
-    conn.once('close', () => this.sessions.forget(client));
+    conn.once('close', () => {
+      this.sessions.forget(client);
+      client.gatewayd?.mqtt5?.closed();
+      ctx.shared?.forget(client as never);
+    });
   }
 
   /** Bytes received and sent on all connections so far. */
