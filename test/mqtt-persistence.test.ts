@@ -409,6 +409,27 @@ describe('mqtt persistence: LMDB broker state', function () {
       }
     });
 
+    it('sweeps retained messages past their Message Expiry Interval, also after a restart', async () => {
+      let p = expiring();
+      await p.setup(broker);
+      const message = (topic: string, messageExpiry?: number) => ({ cmd: 'publish', topic, payload: Buffer.from(topic), qos: 0, retain: true, ...(messageExpiry ? { messageExpiry } : {}) });
+      await p.storeRetained(message('r/soon', now + 1000));
+      await p.storeRetained(message('r/later', now + 60_000));
+      await p.storeRetained(message('r/never'));
+      await p.storeRetained(message('r/renewed', now + 1000));
+      await p.storeRetained(message('r/renewed')); // the newer message has no expiry
+      p = await restart(p, { now: () => now, limits: { sessionExpirySeconds: 7 * 24 * 3600 } });
+      await p.setup(broker);
+      now += 2000;
+      p.sweepExpiredSessions();
+      const topics = async () => (await list<{ topic: string }>(p.createRetainedStream('r/#'))).map((r) => r.topic).sort();
+      expect(await topics()).to.deep.equal(['r/later', 'r/never', 'r/renewed']);
+      expect(p.stats().retainedMessages).to.equal(3);
+      now += 60_000;
+      p.sweepExpiredSessions();
+      expect(await topics()).to.deep.equal(['r/never', 'r/renewed']);
+    });
+
     it('starts the expiry of a session whose client was connected when the process died at the next start', async () => {
       let p = expiring();
       await p.setup(broker);

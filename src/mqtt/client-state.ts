@@ -2,6 +2,7 @@ import type { Client } from 'aedes';
 import { DecisionCache, TokenBucket } from './limits.js';
 import type { MqttPrincipal } from './mqtt-access.js';
 import type { Mqtt5Connection } from './mqtt5/mqtt5-connection.js';
+import type { OverlappingSubscriptions } from './mqtt5/overlapping-subscriptions.js';
 
 export type Transport = 'tcp' | 'tls' | 'ws';
 
@@ -24,6 +25,8 @@ export class ClientState {
   sessionPresent = false;
   /** What the MQTT 5 features of this connection need (mqtt5/); undefined for MQTT 3.1/3.1.1. */
   mqtt5: Mqtt5Connection | undefined = undefined;
+  /** One delivery per message when its subscriptions overlap (mqtt5/overlapping-subscriptions.ts). */
+  overlap: OverlappingSubscriptions | undefined = undefined;
   /** Since when the client publishes faster than its allowance (undefined: it does not). */
   overLimitSince: number | undefined;
   /** Its socket is not read until its allowance has a token again. */

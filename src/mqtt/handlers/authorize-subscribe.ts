@@ -32,7 +32,7 @@ export function createAuthorizeSubscribe(ctx: BrokerContext): AuthorizeSubscribe
       ctx.log.info('mqtt subscription refused', { clientId: client.id, username: st?.principal?.username, filter: filterAsWritten(sub.topic), ...(unstorable ? { reason: 'the store cannot write' } : {}) });
     } else {
       if (shared) ctx.shared?.expect(client as never, sub.topic);
-      st!.mqtt5?.subscriptionGranted(sub.topic);
+      st!.overlap?.subscriptionGranted(sub.topic);
     }
     // null: Aedes answers 0x80 for this filter in the SUBACK and keeps the client connected.
     callback(null, ok ? sub : null);

@@ -12,6 +12,7 @@ import type { Client } from 'aedes';
 import type { BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
 import { Mqtt5Connection, type ConnectProperties, type Mqtt5Options } from '../mqtt5/mqtt5-connection.js';
+import { OverlappingSubscriptions } from '../mqtt5/overlapping-subscriptions.js';
 
 export interface ConnectPacket {
   clientId?: string;
@@ -44,8 +45,12 @@ export function createPreConnect(ctx: BrokerContext): PreConnectHook {
   return (client, packet, callback) => {
     const st = stateOf(client);
     if (!st) return callback(new Error('unknown connection'), false);
-    // Before aedes reads the CONNECT: the client's MQTT 5 features wrap its delivery functions (mqtt5/).
-    if (packet.protocolVersion === 5 && st.mqtt5 === undefined) st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
+    // Before aedes restores or adds any subscription: the client's delivery functions are wrapped
+    // (flow control of MQTT 5, then the merge of overlapping subscriptions; mqtt5/).
+    if (st.overlap === undefined) {
+      if (packet.protocolVersion === 5) st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
+      st.overlap = new OverlappingSubscriptions(client as never);
+    }
     const clientId = packet.clientId ?? '';
     const maxKeepalive = cfg.maxKeepaliveSeconds;
     const keepalive = packet.keepalive ?? 0;

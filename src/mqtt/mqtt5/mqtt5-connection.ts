@@ -1,8 +1,7 @@
 // The MQTT 5 features of one connection, set up when its CONNECT arrives (handlers/pre-connect.ts)
 // from what the client announced: its Receive Maximum (flow-control.ts), Maximum Packet Size
 // (below), Topic Alias Maximum (topic-aliases.ts); and for every MQTT 5 client the inbound Receive
-// Maximum, subscription identifiers of overlapping subscriptions (subscription-identifiers.ts)
-// and the early server DISCONNECT (server-disconnect.ts). Packets pass through inbound() before
+// Maximum and the early server DISCONNECT (server-disconnect.ts). Packets pass through inbound() before
 // aedes handles them (inbound-packets.ts) and through outbound() when aedes writes them
 // (outbound-packets.ts).
 //
@@ -16,7 +15,6 @@ import type { InboundPacket } from '../inbound-packets.js';
 import { serializeMqtt5, type OutboundPacket, type OutboundResult } from '../outbound-packets.js';
 import { InboundQuota, OutboundQuota, type DeliverFn, type QueuedDelivery } from './flow-control.js';
 import { disconnectFromConnack, disconnectWith } from './server-disconnect.js';
-import { mergingDelivery, overlapsAny, type SubscriberView } from './subscription-identifiers.js';
 import { OutboundTopicAliases } from './topic-aliases.js';
 
 /** The CONNECT properties read here. */
@@ -40,10 +38,8 @@ export interface Mqtt5Options {
 }
 
 const RECEIVE_MAXIMUM_DEFAULT = 65535;
-/** Filters remembered per connection to notice overlapping subscriptions (beyond: assumed to overlap). */
-const OVERLAP_TRACKING_LIMIT = 1000;
 
-interface AedesClient extends SubscriberView {
+interface AedesClient {
   clean: boolean;
   connected: boolean;
   closed: boolean;
@@ -63,8 +59,6 @@ export class Mqtt5Connection {
   private readonly inboundQuota: InboundQuota;
   private readonly aliases: OutboundTopicAliases | undefined;
   private readonly maxPacketSize: number | undefined;
-  private overlapping = false;
-  private readonly granted = new Set<string>();
 
   constructor(
     client: Client,
@@ -89,9 +83,7 @@ export class Mqtt5Connection {
       deliverQoS = quota.deliver;
       c.once('connected', () => quota.connectedNow());
     }
-    const merging = mergingDelivery(c, () => this.overlapping, c.deliver0, deliverQoS);
-    c.deliver0 = merging.deliver0;
-    c.deliverQoS = merging.deliverQoS;
+    c.deliverQoS = deliverQoS;
     const aliasMaximum = Math.min(properties.topicAliasMaximum ?? 0, options.topicAliasMaximum);
     if (aliasMaximum > 0) this.aliases = new OutboundTopicAliases(aliasMaximum);
     this.maxPacketSize = properties.maximumPacketSize;
@@ -133,17 +125,6 @@ export class Mqtt5Connection {
       default:
         return packet;
     }
-  }
-
-  /** A subscription was granted (the filter as aedes names it). */
-  subscriptionGranted(filter: string): void {
-    if (this.overlapping) return;
-    if (this.granted.size >= OVERLAP_TRACKING_LIMIT || overlapsAny(Object.keys(this.client.subscriptions), filter) || overlapsAny(this.granted, filter)) {
-      this.overlapping = true;
-      this.granted.clear();
-      return;
-    }
-    this.granted.add(filter);
   }
 
   closed(): void {

@@ -389,6 +389,9 @@ export class LmdbPersistence {
     const clients = this.#broker?.clients;
     const expired = state.sessions.expired(batch, Math.ceil(batch / 10), (clientId) => clients?.[clientId] !== undefined);
     for (const session of expired) this.#wipe(session);
+    // Retained messages past their Message Expiry Interval, also those no subscriber asked for.
+    const retainedExpired = state.retained.sweepExpired(this.#now(), batch);
+    if (retainedExpired > 0) this.deps.log?.debug('mqtt retained messages expired', { count: retainedExpired });
     if (expired.length > 0) this.deps.log?.info('mqtt sessions expired', { count: expired.length, clientIds: expired.slice(0, 10).map((s) => s.clientId) });
     return expired.length;
   }
