@@ -16,6 +16,8 @@
 // - every CHECK_MS afterwards, when the young generation is larger than at rest (it grew under
 //   load), one minor collection: a scavenge, well under a millisecond, after which V8 shrinks it
 //   if, and only if, the daemon has been idle. Under load that is one scavenge among thousands.
+//   When it did shrink (the daemon went idle after a load), one full collection returns the old
+//   generation's share of that load too.
 // A command line that sets the young generation itself (an operator's choice) is left alone.
 // Node exposes gc() only behind --expose-gc; the flag set at run time shows it in a new context.
 import v8 from 'node:v8';
@@ -79,7 +81,11 @@ export function collectWhenIdle(timing: { startMs: number; checkMs: number } = {
     }
     check = setInterval(() => {
       try {
-        if (youngGenerationBytes() > YOUNG_AT_REST_BYTES) gc({ type: 'minor' });
+        if (youngGenerationBytes() <= YOUNG_AT_REST_BYTES) return;
+        gc({ type: 'minor' });
+        // V8 shrank it: the daemon has gone idle after a load. Once per such change, the old
+        // generation's garbage of that load (clients come and gone, promoted messages) goes too.
+        if (youngGenerationBytes() <= YOUNG_AT_REST_BYTES) gc();
       } catch {
         clearInterval(check);
       }

@@ -166,50 +166,6 @@ export class DecisionCache {
   }
 }
 
-/** Bytes the MQTT "remaining length" variable byte integer takes for `length`. */
-export function varIntSize(length: number): number {
-  return length < 128 ? 1 : length < 16_384 ? 2 : length < 2_097_152 ? 3 : 4;
-}
-
-/** The part of mqtt-packet's Parser (v9) that the size limit hooks into. */
-interface MqttPacketParser {
-  packet: { length: number; cmd?: string };
-  _parseLength(): boolean;
-  _emitError(err: Error): void;
-}
-
-function isParser(value: unknown): value is MqttPacketParser {
-  const p = value as Partial<MqttPacketParser> | null;
-  return !!p && typeof p._parseLength === 'function' && typeof p._emitError === 'function';
-}
-
-/**
- * Makes one connection's mqtt-packet parser refuse a packet whose total size (fixed header +
- * remaining length) exceeds `maxBytes` as soon as the length field is read, before the body is
- * buffered. Aedes 1.x creates its parser without a size limit (and mqtt-packet 9 has no such
- * option), so a client could otherwise make the broker buffer up to 256 MiB per packet.
- * The parser error makes Aedes close the connection. Returns false when the parser does not
- * have the expected shape (a changed dependency), so the caller can log it once.
- */
-export function limitPacketSize(parser: unknown, maxBytes: number, onOversize: (bytes: number, cmd: string) => void): boolean {
-  if (!isParser(parser)) return false;
-  const parseLength = parser._parseLength;
-  parser._parseLength = function limitedParseLength(this: MqttPacketParser): boolean {
-    const done = parseLength.call(this);
-    if (done) {
-      const length = this.packet.length;
-      const total = 1 + varIntSize(length) + length;
-      if (total > maxBytes) {
-        onOversize(total, this.packet.cmd ?? 'unknown');
-        this._emitError(new Error(`packet of ${total} bytes exceeds the limit of ${maxBytes} bytes`));
-        return false;
-      }
-    }
-    return done;
-  };
-  return true;
-}
-
 /** The promise half of the aedes-persistence interface that the queue bound wraps. */
 interface OutgoingPersistence {
   outgoingEnqueue(sub: { clientId: string }, packet: unknown, cb?: unknown): unknown;

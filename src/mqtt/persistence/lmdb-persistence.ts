@@ -226,7 +226,30 @@ export class LmdbPersistence {
   }
 
   async subscriptionsByTopic(topic: string): Promise<{ clientId: string; topic: string; qos: number }[]> {
-    return this.#state.sessions.match(topic);
+    return this.#queuingSubscriptions(topic);
+  }
+
+  /**
+   * Whether publishing this message writes to the store: a retained message, or a QoS 1/2 one
+   * for which a persistent session queues a copy (durable-acks.ts holds only those
+   * acknowledgements). The match is kept for aedes' subscriptionsByTopic of the same publish.
+   */
+  writesFor(packet: { topic: string; qos: number; retain?: boolean }): boolean {
+    if (packet.retain === true) return true;
+    if (packet.qos === 0 || this.#state.sessions.queuingSubscriptions === 0) return false;
+    return this.#queuingSubscriptions(packet.topic).length > 0;
+  }
+
+  #lastMatch: { state: LoadedState; topic: string; version: number; subs: { clientId: string; topic: string; qos: number }[] } | undefined;
+
+  #queuingSubscriptions(topic: string): { clientId: string; topic: string; qos: number }[] {
+    const state = this.#state;
+    const version = state.sessions.version;
+    const last = this.#lastMatch;
+    if (last !== undefined && last.topic === topic && last.version === version && last.state === state) return last.subs;
+    const subs = state.sessions.match(topic);
+    this.#lastMatch = { state, topic, version, subs };
+    return subs;
   }
 
   async cleanSubscriptions(client: ClientRef): Promise<void> {
