@@ -2,7 +2,8 @@
 // started exactly as `npm start` starts it (the Node flags of package.json's start script, as
 // the systemd unit and the image; its defaults, LMDB broker state, its logger at info), bare
 // aedes 1.2.0 (stable), bare aedes 2.0.0-beta.1 (what gatewayd runs on, to tell aedes' share of a
-// cost from gatewayd's) and Mosquitto when installed. Each broker is its own process, the mqtt.js
+// cost from gatewayd's) and Mosquitto when installed (aedes-2-lmdb on request: bare aedes 2 on
+// gatewayd's LMDB persistence and durable-ack gate). Each broker is its own process, the mqtt.js
 // clients run here. Per broker process (every thread, /proc/<pid>/task/*/schedstat, so other load
 // on the machine changes little):
 // - broker CPU per delivery, QoS 0 and QoS 1, one publisher to one subscriber, clean sessions,
@@ -15,7 +16,8 @@
 //
 // Run: npm run bench -- mqtt-shipped
 // GATEWAYD_BENCH_SHIPPED_KINDS=gatewayd,aedes-1.2,... picks brokers; gatewayd-node is the daemon
-// with plain `node` (no flags), for what flags cost. GATEWAYD_BENCH_CPU_PROFILE=<dir>: the daemon
+// with plain `node` (no flags); gatewayd-before is another build of the daemon, started as its own
+// npm start starts it, from the checkout GATEWAYD_BENCH_BEFORE=<dir> (built, with node_modules). GATEWAYD_BENCH_CPU_PROFILE=<dir>: the daemon
 // runs with --cpu-prof into that directory (a profile of the whole run, written at its stop).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,7 +43,7 @@ const ADMIN_PASSWORD = 'Bench-Adm1n-Passw0rd!';
 const IDLE_AFTER_START_MS = 8000;
 const IDLE_AFTER_LOAD_MS = 20_000;
 
-type Kind = 'gatewayd' | 'gatewayd-node' | 'aedes-1.2' | 'aedes-2' | 'mosquitto';
+type Kind = 'gatewayd' | 'gatewayd-node' | 'gatewayd-before' | 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb' | 'mosquitto';
 const ALL_KINDS: Kind[] = ['gatewayd', 'aedes-1.2', 'aedes-2', 'mosquitto'];
 
 interface BrokerProcess {
@@ -101,12 +103,21 @@ function handle(kind: Kind, child: ChildProcess, port: number, cleanup: () => vo
   };
 }
 
-/** The daemon as `npm start` runs it (or with plain node), a user with a password holding bench/#. */
-async function startDaemon(kind: 'gatewayd' | 'gatewayd-node'): Promise<BrokerProcess> {
+/** The Node flags of the npm start script in `dir`'s package.json. */
+function startFlagsOf(dir: string): string[] {
+  const words = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/);
+  return words.slice(words.indexOf('node') + 1, words.findIndex((w) => w.endsWith('main.js'))).filter((f) => f !== '--enable-source-maps');
+}
+
+/** The daemon as `npm start` runs it (or with plain node, or another build), a user with a password holding bench/#. */
+async function startDaemon(kind: 'gatewayd' | 'gatewayd-node' | 'gatewayd-before'): Promise<BrokerProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-shipped-'));
-  const flags = kind === 'gatewayd' ? shippedNodeFlags() : [];
+  const before = process.env.GATEWAYD_BENCH_BEFORE;
+  if (kind === 'gatewayd-before' && !before) throw new Error('gatewayd-before needs GATEWAYD_BENCH_BEFORE=<checkout>');
+  const home = kind === 'gatewayd-before' ? before! : root;
+  const flags = kind === 'gatewayd' ? shippedNodeFlags() : kind === 'gatewayd-before' ? startFlagsOf(home) : [];
   const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
-  const child = spawn(process.execPath, [...flags, ...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(root, 'dist/src/main.js')], {
+  const child = spawn(process.execPath, [...flags, ...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(home, 'dist/src/main.js')], {
     env: {
       PATH: process.env.PATH ?? '',
       GATEWAYD_DATA_DIR: dataDir,
@@ -155,7 +166,7 @@ async function createBenchUser(httpPort: number): Promise<void> {
   }
 }
 
-async function startBareAedes(kind: 'aedes-1.2' | 'aedes-2'): Promise<BrokerProcess> {
+async function startBareAedes(kind: 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb'): Promise<BrokerProcess> {
   const child = spawn(process.execPath, [join(root, 'dist/scripts/bench-bare-aedes.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
@@ -190,7 +201,7 @@ async function startMosquitto(): Promise<BrokerProcess> {
 }
 
 function start(kind: Kind): Promise<BrokerProcess> {
-  if (kind === 'gatewayd' || kind === 'gatewayd-node') return startDaemon(kind);
+  if (kind === 'gatewayd' || kind === 'gatewayd-node' || kind === 'gatewayd-before') return startDaemon(kind);
   if (kind === 'mosquitto') return startMosquitto();
   return startBareAedes(kind);
 }

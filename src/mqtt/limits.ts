@@ -114,7 +114,8 @@ export class TokenBucket {
  * again after.
  */
 export class DecisionCache {
-  private readonly map = new Map<string, boolean>();
+  /** Made at the first decision stored (a client that only subscribes never needs its write cache). */
+  private map: Map<string, boolean> | undefined;
   private misses = 0;
   private hits = 0;
   /** Lookups still to answer "unknown" without consulting the map (topics do not repeat). */
@@ -123,7 +124,7 @@ export class DecisionCache {
   constructor(private readonly size: number) {}
 
   get entries(): number {
-    return this.map.size;
+    return this.map?.size ?? 0;
   }
 
   /** True while the cache is skipped because its topics did not repeat. */
@@ -136,7 +137,7 @@ export class DecisionCache {
       this.bypass--;
       return undefined;
     }
-    const decision = this.map.get(topic);
+    const decision = this.map?.get(topic);
     if (decision === undefined) this.misses++;
     else this.hits++;
     return decision;
@@ -144,6 +145,7 @@ export class DecisionCache {
 
   store(topic: string, decision: boolean): void {
     if (this.bypass > 0) return;
+    this.map ??= new Map();
     if (this.map.size < this.size) {
       this.map.set(topic, decision);
     } else if (this.misses > 4 * this.size) {
@@ -159,7 +161,7 @@ export class DecisionCache {
   }
 
   clear(): void {
-    this.map.clear();
+    this.map?.clear();
     this.misses = 0;
     this.hits = 0;
     this.bypass = 0;

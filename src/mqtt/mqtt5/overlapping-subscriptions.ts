@@ -54,7 +54,8 @@ export function filtersOverlap(a: string, b: string): boolean {
 
 export class OverlappingSubscriptions {
   private overlapping = false;
-  private readonly granted = new Set<string>();
+  /** Filters granted so far, while none overlap (made at the first). */
+  private granted: Set<string> | undefined;
   private lastBrokerId: string | undefined;
   private lastCounter = -1;
 
@@ -69,12 +70,13 @@ export class OverlappingSubscriptions {
   /** A subscription was granted (the filter as aedes names it). */
   subscriptionGranted(filter: string): void {
     if (this.overlapping || isSharedFilter(filter)) return;
-    if (this.granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(this.granted, filter)) {
+    const granted = (this.granted ??= new Set());
+    if (granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(granted, filter)) {
       this.overlapping = true;
-      this.granted.clear();
+      this.granted = undefined;
       return;
     }
-    this.granted.add(filter);
+    granted.add(filter);
   }
 
   private overlapsAny(filters: Iterable<string>, filter: string): boolean {
