@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { UserCreateInput } from '../src/users/user-service.js';
-import { httpCall, now, startBenchGateway } from './bench-support.js';
+import { daemonEnv, httpCall, now, startBenchGateway } from './bench-support.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const mainScript = join(root, 'dist/src/main.js');
@@ -57,17 +57,7 @@ export const FORMER_FLAGS = ['--max-semi-space-size=2', '--optimize-for-size'];
 export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
   const started = process.hrtime.bigint();
   const child = spawn(process.execPath, [...nodeFlags, mainScript], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      GATEWAYD_DATA_DIR: dataDir,
-      GATEWAYD_HOST: '127.0.0.1',
-      GATEWAYD_HTTP_PORT: '0',
-      GATEWAYD_MQTT_PORT: '0',
-      GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      GATEWAYD_LOG_LEVEL: 'warn',
-      GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
-    },
+    env: daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_LOG_LEVEL: 'warn' }),
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   try {

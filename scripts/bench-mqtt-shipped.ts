@@ -30,11 +30,11 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { shippedNodeFlags } from './bench-footprint.js';
 import { connectOnce, connectRound, type ConnectRound } from './bench-mqtt-connect.js';
 import { Flow, median, type FlowResult } from './bench-mqtt.js';
-import { httpCall } from './bench-support.js';
+import { daemonEnv, httpCall } from './bench-support.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const ROUNDS = Number(process.env.GATEWAYD_BENCH_ROUNDS ?? 5);
-const MEASURE_MS = 1000;
+const ROUNDS = Number(process.env.GATEWAYD_BENCH_ROUNDS ?? 9);
+const MEASURE_MS = Number(process.env.GATEWAYD_BENCH_MEASURE_MS ?? 2000);
 const RAMP_MS = 200;
 const WARMUP_MS = 1500;
 const USERNAME = 'bench-device';
@@ -118,19 +118,8 @@ async function startDaemon(kind: 'gatewayd' | 'gatewayd-node' | 'gatewayd-before
   const flags = kind === 'gatewayd' ? shippedNodeFlags() : kind === 'gatewayd-before' ? startFlagsOf(home) : [];
   const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
   const child = spawn(process.execPath, [...flags, ...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(home, 'dist/src/main.js')], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      GATEWAYD_DATA_DIR: dataDir,
-      GATEWAYD_HOST: '127.0.0.1',
-      GATEWAYD_HTTP_PORT: '0',
-      GATEWAYD_MQTT_PORT: '0',
-      GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
-      // The default (1,000/s per connection) would pace the publisher: a throughput limit, not a cost.
-      GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '1000000000',
-      ...(process.env.GW_EXPERIMENT ? { GW_EXPERIMENT: process.env.GW_EXPERIMENT } : {}),
-    },
+    // The default (1,000/s per connection) would pace the publisher: a throughput limit, not a cost.
+    env: daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '1000000000' }),
     // Its log lines (info: one per connect) are read and dropped here, as a journal would take them.
     stdio: ['ignore', 'pipe', 'inherit'],
   });

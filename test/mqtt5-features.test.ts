@@ -5,13 +5,10 @@
 // restart; will delay against a resumed session; the client's Receive Maximum during the replay
 // of its queue; its Maximum Packet Size against its stored queue. mqtt.js v5, raw connections,
 // and mosquitto_pub/mosquitto_sub -V mqttv5 where they have the switch.
-import { rmSync } from 'node:fs';
 import { expect } from 'chai';
-import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
+import mqtt, { type IClientOptions } from 'mqtt';
 import type mqttPacket from 'mqtt-packet';
-import { openStore, type Store } from '../src/store/index.js';
-import { tempDir } from './support/harness.js';
-import { clientOptions, connect, endAllClients, makeCerts, rawClient, runCli, startBroker, startMosquittoSub, subscribe, withTimeout, type Certs, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
+import { brokerOnStore, clientOptions, connect, makeCerts, publishInbox as inbox, rawClient, runCli, startMosquittoSub, subscribe, withTimeout, type Certs, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
 import { StaticMqttAccess } from './support/static-mqtt-access.js';
 
 /** What mosquitto_sub printed for its messages (startMosquittoSub runs it with -d). */
@@ -19,29 +16,11 @@ const printed = (stdout: string): string[] => stdout.split('\n').filter((l) => l
 
 const settle = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-function inbox(client: MqttClient): { packets: IPublishPacket[]; until(n: number, ms?: number): Promise<void> } {
-  const packets: IPublishPacket[] = [];
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  client.on('message', (_topic, _payload, packet) => {
-    packets.push(packet);
-    for (const w of [...waiters]) if (packets.length >= w.n) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
-  });
-  return {
-    packets,
-    until(n, ms = 5000) {
-      if (packets.length >= n) return Promise.resolve();
-      return withTimeout(new Promise<void>((resolve) => waiters.push({ n, resolve })), ms, `${n} messages not received (${packets.length})`);
-    },
-  };
-}
-
 describe('MQTT 5 features around aedes (src/mqtt/mqtt5)', function () {
   this.timeout(30_000);
   let certs: Certs;
-  let dir: string;
-  let store: Store;
+  let broker: Awaited<ReturnType<typeof brokerOnStore>>;
   let tb: TestBroker;
-  let access: StaticMqttAccess;
 
   before(async () => {
     certs = await makeCerts();
@@ -50,28 +29,22 @@ describe('MQTT 5 features around aedes (src/mqtt/mqtt5)', function () {
     await certs?.cleanup();
   });
   beforeEach(async () => {
-    dir = tempDir('gatewayd-mqtt5-features-');
-    store = openStore({ dir });
-    access = new StaticMqttAccess([
+    const access = new StaticMqttAccess([
       { username: 'plant', password: 'plant-pw', permissions: [{ resource: 'plant/#', operation: 'readWrite' }] },
       { username: 'line', password: 'line-pw', permissions: [{ resource: 'plant/line1/#', operation: 'read' }] },
     ]);
-    tb = await startBroker(access, certs, {}, { store });
+    broker = await brokerOnStore('gatewayd-mqtt5-features-', access, certs);
+    tb = broker.tb;
   });
   afterEach(async () => {
-    await endAllClients();
-    await tb.stop();
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await broker.close();
   });
 
   const plant = (options: IClientOptions = {}): IClientOptions => ({ username: 'plant', password: 'plant-pw', protocolVersion: 5, ...options });
   const raw = (extra: Partial<mqttPacket.IConnectPacket> = {}): Promise<RawMqttClient> =>
     rawClient(tb.port, { clientId: `raw-${Math.random().toString(16).slice(2, 10)}`, protocolVersion: 5, username: 'plant', password: Buffer.from('plant-pw'), ...extra });
   const restartBroker = async () => {
-    await endAllClients();
-    await tb.stop();
-    tb = await startBroker(access, certs, {}, { store });
+    tb = await broker.restart();
   };
   const cli = (...args: string[]) => ['-h', '127.0.0.1', '-p', String(tb.port), '-u', 'plant', '-P', 'plant-pw', '-V', 'mqttv5', ...args];
 

@@ -4,41 +4,17 @@
 // it comes from. The Python suite passes all but test_subscribe_failure against gatewayd for a
 // user holding `#` and `$TopicA/#` (it wants one filter refused inside an allowed `#`, a deny rule
 // the permission model does not have): here the user lacks the permission instead.
-import { rmSync } from 'node:fs';
-import net from 'node:net';
 import { expect } from 'chai';
-import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
-import { openStore, type Store } from '../src/store/index.js';
-import { tempDir } from './support/harness.js';
-import { clientOptions, connackOf, connect, endAllClients, makeCerts, rawClient, startBroker, subscribe, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
-import { StaticMqttAccess } from './support/static-mqtt-access.js';
+import mqtt, { type IClientOptions } from 'mqtt';
+import { brokerOnStore, clientOptions, connackOf, connect, makeCerts, publishInbox as inbox, rawClient, subscribe, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { PAHO_PASSWORD, connectBytes, dollarTopics, firstBytes, keepalive, pahoAccess, redeliveryOnReconnect, settle, topics, unsubscribe, wildtopics } from './support/paho-cases.js';
 
-const PASSWORD = 'paho-pw';
-const topics = ['TopicA', 'TopicA/B', 'Topic/C', 'TopicA/C', '/TopicA'] as const;
-const wildtopics = ['TopicA/+', '+/C', '#', '/#', '/+', '+/+', 'TopicA/#'] as const;
-const settle = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-function inbox(client: MqttClient): { packets: IPublishPacket[]; until(n: number, ms?: number): Promise<void> } {
-  const packets: IPublishPacket[] = [];
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  client.on('message', (_topic, _payload, packet) => {
-    packets.push(packet);
-    for (const w of [...waiters]) if (packets.length >= w.n) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
-  });
-  return {
-    packets,
-    until(n, ms = 5000) {
-      if (packets.length >= n) return Promise.resolve();
-      return withTimeout(new Promise<void>((resolve) => waiters.push({ n, resolve })), ms, `${n} messages not received (${packets.length})`);
-    },
-  };
-}
+const PASSWORD = PAHO_PASSWORD;
 
 describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js', function () {
   this.timeout(30_000);
   let certs: Certs;
-  let dir: string;
-  let store: Store;
+  let broker: Awaited<ReturnType<typeof brokerOnStore>>;
   let tb: TestBroker;
 
   before(async () => {
@@ -48,29 +24,14 @@ describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js'
     await certs?.cleanup();
   });
   beforeEach(async () => {
-    dir = tempDir('gatewayd-paho311-');
-    store = openStore({ dir });
-    const access = new StaticMqttAccess([
-      {
-        username: 'paho',
-        password: PASSWORD,
-        permissions: [
-          { resource: '#', operation: 'readWrite' },
-          { resource: '$TopicA/#', operation: 'readWrite' },
-        ],
-      },
-      { username: 'limited', password: PASSWORD, permissions: [{ resource: 'TopicA/#', operation: 'readWrite' }] },
-    ]);
-    tb = await startBroker(access, certs, {}, { store });
+    broker = await brokerOnStore('gatewayd-paho311-', pahoAccess(), certs);
+    tb = broker.tb;
   });
   afterEach(async () => {
-    await endAllClients();
-    await tb.stop();
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await broker.close();
   });
 
-  const v4 = (options: IClientOptions = {}): IClientOptions => ({ username: 'paho', password: PASSWORD, protocolVersion: 4, ...options });
+  const v4 = (options: Omit<IClientOptions, 'password' | 'protocolVersion'> = {}) => ({ username: 'paho', password: PASSWORD, protocolVersion: 4 as const, ...options });
 
   it('testBasic: session present 0, QoS 0, 1 and 2 to itself; a second CONNECT and a wrong protocol name close the connection', async () => {
     expect(await connackOf(tb.port, v4({ clientId: 'myclientid' }))).to.deep.equal({ sessionPresent: false, code: 0 });
@@ -85,16 +46,7 @@ describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js'
     twice.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: true, keepalive: 0, clientId: 'twice', username: 'paho', password: Buffer.from(PASSWORD) });
     await withTimeout(twice.closed, 3000, 'second CONNECT left the connection open');
 
-    const answer = await new Promise<Buffer>((resolve) => {
-      const socket = net.connect(tb.port, '127.0.0.1', () => {
-        const body = Buffer.concat([Buffer.from([0, 2]), Buffer.from('hj'), Buffer.from([4, 2, 0, 0, 0, 1]), Buffer.from('x')]);
-        socket.write(Buffer.concat([Buffer.from([0x10, body.length]), body]));
-      });
-      let received = Buffer.alloc(0);
-      socket.on('data', (d: Buffer) => (received = Buffer.concat([received, d])));
-      socket.on('error', () => {});
-      socket.on('close', () => resolve(received));
-    });
+    const answer = await firstBytes(tb.port, connectBytes('hj', 4, 2, 'x'));
     expect(answer.length >= 4 && answer[0] === 0x20 && answer[3] === 0, 'wrong protocol name accepted').to.equal(false);
   });
 
@@ -126,15 +78,7 @@ describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js'
   it('test_zero_length_clientid: an empty client id is refused with clean session 0 (2), accepted with 1', async () => {
     expect((await connackOf(tb.port, v4({ clientId: '', clean: true }))).code).to.equal(0);
     // mqtt.js refuses to send it: the CONNECT by hand.
-    const str = (text: string) => Buffer.concat([Buffer.from([0, Buffer.byteLength(text)]), Buffer.from(text)]);
-    const body = Buffer.concat([str('MQTT'), Buffer.from([4, 0xc0, 0, 0]), str(''), str('paho'), str(PASSWORD)]);
-    const answer = await new Promise<Buffer>((resolve) => {
-      const socket = net.connect(tb.port, '127.0.0.1', () => socket.write(Buffer.concat([Buffer.from([0x10, body.length]), body])));
-      let received = Buffer.alloc(0);
-      socket.on('data', (d: Buffer) => (received = Buffer.concat([received, d])));
-      socket.on('error', () => {});
-      socket.on('close', () => resolve(received));
-    });
+    const answer = await firstBytes(tb.port, connectBytes('MQTT', 4, 0, '', { username: 'paho', password: PASSWORD }));
     expect([answer[0], answer[3]]).to.deep.equal([0x20, 2]);
   });
 
@@ -170,34 +114,9 @@ describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js'
     }
   });
 
-  it('test_keepalive: a silent client is dropped after 1.5 × its keepalive, and its will published', async () => {
-    const b = await connect(tb.port, v4());
-    const box = inbox(b);
-    await b.subscribeAsync(topics[4], { qos: 2 });
-    const started = Date.now();
-    const a = await rawClient(tb.port, { clientId: 'silent', protocolVersion: 4, username: 'paho', password: Buffer.from(PASSWORD), keepalive: 1, will: { topic: topics[4], payload: Buffer.from('keepalive expiry'), qos: 2, retain: false } });
-    await box.until(1);
-    expect(Date.now() - started).to.be.within(1000, 4000);
-    await withTimeout(a.closed, 1000, 'connection not closed');
-  });
+  it('test_keepalive: a silent client is dropped after 1.5 × its keepalive, and its will published', () => keepalive(tb.port, v4()));
 
-  it('test_redelivery_on_reconnect: unacknowledged QoS 1 and 2 deliveries come again at reconnect', async () => {
-    const b = await rawClient(tb.port, { clientId: 'myclientid2', clean: false, protocolVersion: 4, username: 'paho', password: Buffer.from(PASSWORD) });
-    b.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: wildtopics[6], qos: 2 }] });
-    await b.next('suback');
-    const a = await connect(tb.port, v4());
-    await a.publishAsync(topics[1], '', { qos: 1 });
-    await a.publishAsync(topics[3], '', { qos: 2 });
-    await b.next('publish');
-    await b.next('publish');
-    b.end();
-    await b.closed;
-    const back = mqtt.connect(clientOptions(tb.port, v4({ clientId: 'myclientid2', clean: false })));
-    const box = inbox(back);
-    await box.until(2);
-    expect(box.packets.map((p) => p.topic).sort()).to.deep.equal([topics[1], topics[3]]);
-    back.end(true);
-  });
+  it('test_redelivery_on_reconnect: unacknowledged QoS 1 and 2 deliveries come again at reconnect', () => redeliveryOnReconnect(tb.port, v4(), {}));
 
   it('test_subscribe_failure: a filter the user may not read gets 0x80, the connection stays', async () => {
     const a = await connect(tb.port, v4({ username: 'limited' }));
@@ -205,26 +124,7 @@ describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js'
     expect(a.connected).to.equal(true);
   });
 
-  it('test_dollar_topics: a filter starting with a wildcard does not match a $ topic', async () => {
-    const b = await connect(tb.port, v4());
-    const box = inbox(b);
-    await b.subscribeAsync(wildtopics[5], { qos: 2 });
-    await b.publishAsync('$' + topics[1], '', { qos: 1 });
-    await b.publishAsync(topics[1], 'control', { qos: 1 });
-    await box.until(1);
-    await settle(200);
-    expect(box.packets.map((p) => p.topic)).to.deep.equal([topics[1]]);
-  });
+  it('test_dollar_topics: a filter starting with a wildcard does not match a $ topic', () => dollarTopics(tb.port, v4()));
 
-  it('test_unsubscribe: nothing more from an unsubscribed topic, the others go on', async () => {
-    const b = await connect(tb.port, v4());
-    const box = inbox(b);
-    for (const t of topics.slice(0, 3)) await b.subscribeAsync(t, { qos: 2 });
-    await b.unsubscribeAsync(topics[0]);
-    const a = await connect(tb.port, v4());
-    for (const [i, text] of [[0, 'topic 0 - unsubscribed'], [1, 'topic 1'], [2, 'topic 2']] as const) await a.publishAsync(topics[i], text, { qos: 1 });
-    await box.until(2);
-    await settle(300);
-    expect(box.packets.map((p) => p.payload.toString())).to.deep.equal(['topic 1', 'topic 2']);
-  });
+  it('test_unsubscribe: nothing more from an unsubscribed topic, the others go on', () => unsubscribe(tb.port, v4()));
 });

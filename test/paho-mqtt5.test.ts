@@ -7,45 +7,19 @@
 // `$TopicA/#`, as for the Python runs; maxKeepaliveSeconds is 60, the server keep alive the suite
 // expects. test_subscribe_failure needs a filter refused inside an allowed `#` (a deny rule the
 // permission model does not have): here the user lacks the permission instead.
-import { rmSync } from 'node:fs';
-import net from 'node:net';
 import { expect } from 'chai';
-import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
+import mqtt, { type IClientOptions } from 'mqtt';
 import type mqttPacket from 'mqtt-packet';
-import { openStore, type Store } from '../src/store/index.js';
-import { tempDir } from './support/harness.js';
-import { clientOptions, connackPacket, connect, endAllClients, makeCerts, rawClient, startBroker, subscribe, withTimeout, type Certs, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
-import { StaticMqttAccess } from './support/static-mqtt-access.js';
+import { brokerOnStore, clientOptions, connackPacket, connect, makeCerts, publishInbox as inbox, rawClient, subscribe, withTimeout, type Certs, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
+import { PAHO_PASSWORD, connectBytes, dollarTopics, firstBytes, keepalive, pahoAccess, redeliveryOnReconnect, settle, topics, unsubscribe, wildtopics } from './support/paho-cases.js';
 
-const PASSWORD = 'paho-pw';
-const topics = ['TopicA', 'TopicA/B', 'Topic/C', 'TopicA/C', '/TopicA'] as const;
-const wildtopics = ['TopicA/+', '+/C', '#', '/#', '/+', '+/+', 'TopicA/#'] as const;
-
-/** Publish packets a client received, in order. */
-function inbox(client: MqttClient): { packets: IPublishPacket[]; until(n: number, ms?: number): Promise<void> } {
-  const packets: IPublishPacket[] = [];
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  client.on('message', (_topic, _payload, packet) => {
-    packets.push(packet);
-    for (const w of [...waiters]) if (packets.length >= w.n) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
-  });
-  return {
-    packets,
-    until(n, ms = 5000) {
-      if (packets.length >= n) return Promise.resolve();
-      return withTimeout(new Promise<void>((resolve) => waiters.push({ n, resolve })), ms, `${n} messages not received (${packets.length})`);
-    },
-  };
-}
-
-const settle = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const PASSWORD = PAHO_PASSWORD;
 const ids = (value: unknown): number[] => (value === undefined ? [] : ([] as number[]).concat(value as number | number[]));
 
 describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', function () {
   this.timeout(30_000);
   let certs: Certs;
-  let dir: string;
-  let store: Store;
+  let broker: Awaited<ReturnType<typeof brokerOnStore>>;
   let tb: TestBroker;
 
   before(async () => {
@@ -55,45 +29,14 @@ describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', f
     await certs?.cleanup();
   });
   beforeEach(async () => {
-    dir = tempDir('gatewayd-paho5-');
-    store = openStore({ dir });
-    const access = new StaticMqttAccess([
-      {
-        username: 'paho',
-        password: PASSWORD,
-        permissions: [
-          { resource: '#', operation: 'readWrite' },
-          { resource: '$TopicA/#', operation: 'readWrite' },
-        ],
-      },
-      { username: 'limited', password: PASSWORD, permissions: [{ resource: 'TopicA/#', operation: 'readWrite' }] },
-    ]);
-    tb = await startBroker(access, certs, { maxKeepaliveSeconds: 60, maxInflightMessages: 10 }, { store });
+    broker = await brokerOnStore('gatewayd-paho5-', pahoAccess(), certs, { maxKeepaliveSeconds: 60, maxInflightMessages: 10 });
+    tb = broker.tb;
   });
   afterEach(async () => {
-    await endAllClients();
-    await tb.stop();
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await broker.close();
   });
 
-  const v5 = (options: IClientOptions = {}): IClientOptions => ({ username: 'paho', password: PASSWORD, protocolVersion: 5, ...options });
-  /** What the broker answers to these bytes on a new connection (at most 4 bytes, or all it sent before closing). */
-  const firstBytes = (bytes: Buffer): Promise<Buffer> =>
-    withTimeout(
-      new Promise<Buffer>((resolve) => {
-        const socket = net.connect(tb.port, '127.0.0.1', () => socket.write(bytes));
-        let received = Buffer.alloc(0);
-        socket.on('data', (d: Buffer) => {
-          received = Buffer.concat([received, d]);
-          if (received.length >= 4) socket.destroy();
-        });
-        socket.on('error', () => {});
-        socket.on('close', () => resolve(received));
-      }),
-      5000,
-      'no answer',
-    );
+  const v5 = (options: Omit<IClientOptions, 'password' | 'protocolVersion'> = {}) => ({ username: 'paho', password: PASSWORD, protocolVersion: 5 as const, ...options });
   const raw = (extra: Partial<mqttPacket.IConnectPacket> = {}): Promise<RawMqttClient> =>
     rawClient(tb.port, { clientId: `raw-${Math.random().toString(16).slice(2, 10)}`, protocolVersion: 5, username: 'paho', password: Buffer.from(PASSWORD), ...extra });
 
@@ -110,8 +53,7 @@ describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', f
     await withTimeout(twice.closed, 3000, 'second CONNECT left the connection open');
 
     // CONNECT with the protocol name "hj": no CONNACK 0, the connection closes.
-    const body = Buffer.concat([Buffer.from([0, 2]), Buffer.from('hj'), Buffer.from([5, 2, 0, 0, 0, 0, 1]), Buffer.from('x')]);
-    const answer = await firstBytes(Buffer.concat([Buffer.from([0x10, body.length]), body]));
+    const answer = await firstBytes(tb.port, connectBytes('hj', 5, 2, 'x'));
     expect(answer.length >= 4 && answer[0] === 0x20 && answer[3] === 0, 'accepted').to.equal(false);
   });
 
@@ -147,10 +89,7 @@ describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', f
   it('test_zero_length_clientid: an empty client id is accepted with clean start 0 and 1 (MQTT 5 assigns one)', async () => {
     for (const clean of [false, true]) {
       // mqtt.js and mqtt-packet refuse to send an empty id with clean start 0: the CONNECT by hand.
-      const str = (text: string) => Buffer.concat([Buffer.from([0, Buffer.byteLength(text)]), Buffer.from(text)]);
-      const flags = 0xc0 | (clean ? 2 : 0);
-      const body = Buffer.concat([str('MQTT'), Buffer.from([5, flags, 0, 0, 0]), str(''), str('paho'), str(PASSWORD)]);
-      const answer = await firstBytes(Buffer.concat([Buffer.from([0x10, body.length]), body]));
+      const answer = await firstBytes(tb.port, connectBytes('MQTT', 5, clean ? 2 : 0, '', { username: 'paho', password: PASSWORD }));
       expect([answer[0], answer[3]], `CONNACK of clean start ${clean}`).to.deep.equal([0x20, 0]);
     }
   });
@@ -181,36 +120,10 @@ describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', f
     expect(box.packets.map((p) => p.qos)).to.deep.equal([2]);
   });
 
-  it('test_keepalive: a silent client is dropped after 1.5 × its keepalive, and its will published', async () => {
-    const b = await connect(tb.port, v5());
-    const box = inbox(b);
-    await b.subscribeAsync(topics[4], { qos: 2 });
-    const started = Date.now();
-    const a = await raw({ keepalive: 1, will: { topic: topics[4], payload: Buffer.from('keepalive expiry'), qos: 2, retain: false } });
-    await box.until(1, 5000);
-    expect(Date.now() - started).to.be.within(1000, 4000);
-    expect(box.packets[0]!.payload.toString()).to.equal('keepalive expiry');
-    await withTimeout(a.closed, 1000, 'connection not closed');
-  });
+  it('test_keepalive: a silent client is dropped after 1.5 × its keepalive, and its will published', () => keepalive(tb.port, v5()));
 
-  it('test_redelivery_on_reconnect: unacknowledged QoS 1 and 2 deliveries come again at reconnect', async () => {
-    const sessionProps = { clientId: 'myclientid2', clean: false, properties: { sessionExpiryInterval: 99999 } };
-    const b = await raw({ ...sessionProps, clean: false, properties: { sessionExpiryInterval: 99999 } });
-    b.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: wildtopics[6], qos: 2 }] });
-    await b.next('suback');
-    const a = await connect(tb.port, v5());
-    await a.publishAsync(topics[1], '', { qos: 1 });
-    await a.publishAsync(topics[3], '', { qos: 2 });
-    await b.next('publish');
-    await b.next('publish');
-    b.end(); // neither acknowledged
-    await b.closed;
-    const back = mqtt.connect(clientOptions(tb.port, v5(sessionProps)));
-    const box = inbox(back);
-    await box.until(2);
-    expect(box.packets.map((p) => p.topic).sort()).to.deep.equal([topics[1], topics[3]]);
-    back.end(true);
-  });
+  it('test_redelivery_on_reconnect: unacknowledged QoS 1 and 2 deliveries come again at reconnect', () =>
+    redeliveryOnReconnect(tb.port, v5(), { properties: { sessionExpiryInterval: 99999 } }));
 
   it('test_subscribe_failure: a filter the user may not read is refused (0x87), the connection stays', async () => {
     const a = await connect(tb.port, v5({ username: 'limited' }));
@@ -218,28 +131,9 @@ describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', f
     expect(a.connected).to.equal(true);
   });
 
-  it('test_dollar_topics: a filter starting with a wildcard does not match a $ topic', async () => {
-    const b = await connect(tb.port, v5());
-    const box = inbox(b);
-    await b.subscribeAsync(wildtopics[5], { qos: 2 });
-    await b.publishAsync('$' + topics[1], '', { qos: 1 });
-    await b.publishAsync(topics[1], 'control', { qos: 1 });
-    await box.until(1);
-    await settle(200);
-    expect(box.packets.map((p) => p.topic)).to.deep.equal([topics[1]]);
-  });
+  it('test_dollar_topics: a filter starting with a wildcard does not match a $ topic', () => dollarTopics(tb.port, v5()));
 
-  it('test_unsubscribe: nothing more from an unsubscribed topic, the others go on', async () => {
-    const b = await connect(tb.port, v5());
-    const box = inbox(b);
-    for (const t of topics.slice(0, 3)) await b.subscribeAsync(t, { qos: 2 });
-    await b.unsubscribeAsync(topics[0]);
-    const a = await connect(tb.port, v5());
-    for (const [i, text] of [[0, 'topic 0 - unsubscribed'], [1, 'topic 1'], [2, 'topic 2']] as const) await a.publishAsync(topics[i], text, { qos: 1 });
-    await box.until(2);
-    await settle(300);
-    expect(box.packets.map((p) => p.payload.toString())).to.deep.equal(['topic 1', 'topic 2']);
-  });
+  it('test_unsubscribe: nothing more from an unsubscribed topic, the others go on', () => unsubscribe(tb.port, v5()));
 
   it('test_session_expiry: 0 ends the session with the connection, N keeps it N seconds, DISCONNECT can change it', async () => {
     const present = async (sessionExpiryInterval: number, clean: boolean, disconnectExpiry?: number): Promise<boolean> => {

@@ -9,12 +9,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
-import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 'mqtt';
+import mqtt, { type IClientOptions, type IConnackPacket, type IPublishPacket, type MqttClient } from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import { loadConfig } from '../../src/config/index.js';
 import type { GatewayConfig } from '../../src/config/config-schema.js';
 import { createLogger } from '../../src/log/logger.js';
 import { createBroker, type Broker, type BrokerOptions } from '../../src/mqtt/index.js';
+import { openStore } from '../../src/store/index.js';
 import type { StaticMqttAccess } from './static-mqtt-access.js';
 
 const run = promisify(execFile);
@@ -518,4 +519,52 @@ export async function rawClient(port: number, connectPacket: Omit<mqttPacket.ICo
   client.send({ cmd: 'connect', protocolId: 'MQTT', clean: true, keepalive: 0, ...connectPacket, protocolVersion } as mqttPacket.IConnectPacket);
   await client.next('connack');
   return client;
+}
+
+/** The PUBLISH packets a client received, in order; `until(n)` waits for the n-th in total. */
+export function publishInbox(client: MqttClient): { packets: IPublishPacket[]; until(n: number, ms?: number): Promise<void> } {
+  const packets: IPublishPacket[] = [];
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  client.on('message', (_topic, _payload, packet) => {
+    packets.push(packet);
+    for (const w of [...waiters]) if (packets.length >= w.n) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
+  });
+  return {
+    packets,
+    until(n, ms = 5000) {
+      if (packets.length >= n) return Promise.resolve();
+      return withTimeout(new Promise<void>((resolve) => waiters.push({ n, resolve })), ms, `${n} messages not received (${packets.length})`);
+    },
+  };
+}
+
+/**
+ * A test broker on a real LMDB store in a fresh temp dir (the daemon's broker state), for one
+ * test: `restart()` stops it and starts another on the same store (a new port), `close()` ends
+ * the clients, the broker and the store and removes the dir.
+ */
+export async function brokerOnStore(
+  prefix: string,
+  access: StaticMqttAccess,
+  certs: Certs,
+  config: Partial<GatewayConfig['mqtt']> = {},
+): Promise<{ tb: TestBroker; restart(): Promise<TestBroker>; close(): Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  const store = openStore({ dir });
+  const fixture = {
+    tb: await startBroker(access, certs, config, { store }),
+    async restart() {
+      await endAllClients();
+      await fixture.tb.stop();
+      fixture.tb = await startBroker(access, certs, config, { store });
+      return fixture.tb;
+    },
+    async close() {
+      await endAllClients();
+      await fixture.tb.stop();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return fixture;
 }
