@@ -6,7 +6,9 @@
 //   packets written (outbound-packets.ts) and frees one per PUBACK, PUBCOMP, or PUBREC with an
 //   error code (inbound-packets.ts). Live deliveries beyond it wait in a queue of the connection
 //   (FIFO, at most mqtt.maxQueuedMessages, then dropped and counted as queue drops); the
-//   delivery is answered at once, so a slow client never holds aedes' delivery slots. A waiting
+//   delivery is answered at once, so a slow client never holds aedes' delivery slots. A delivery
+//   counts from the moment it is handed to aedes (by message: broker id and counter), and gives
+//   its slot back if aedes does not write it after all. A waiting
 //   message that expires meanwhile is discarded; the others go with the time they have left. The
 //   replay of a persistent session's queue at reconnect is held too: aedes replays it one message
 //   at a time and gives each a packet id first (persistence.outgoingUpdate), which waits here
@@ -23,6 +25,8 @@ export interface QueuedDelivery {
   cmd?: string;
   topic: string;
   qos: number;
+  brokerId?: string | null;
+  brokerCounter?: number;
   messageExpiry?: number;
   properties?: Record<string, unknown>;
 }
@@ -44,14 +48,16 @@ export interface OutboundQuotaHooks {
 const noop = (): void => {};
 
 export class OutboundQuota {
-  /** PUBLISH packets written and not acknowledged. */
+  /** QoS 1/2 PUBLISH packets counted against the quota: written and not acknowledged, or handed to aedes to write. */
   private inflight = 0;
-  /** Deliveries handed to aedes and not written yet (they count against the quota already). */
-  private pending = 0;
+  /**
+   * Deliveries handed to aedes and not written yet (by message: broker id and counter), already
+   * counted in `inflight`: written, they stay counted; dropped by aedes (not forwarded), they free
+   * their slot again.
+   */
+  private readonly reserved = new Map<string, number>();
   private readonly waiting: QueuedDelivery[] = [];
   private head = 0;
-  /** The replay holds one slot for the message it is sending (released at its next step). */
-  private replayHolds = false;
   private replayWaiter: (() => void) | undefined;
 
   constructor(
@@ -75,8 +81,9 @@ export class OutboundQuota {
   };
 
   /** A QoS 1/2 PUBLISH was written to the client. */
-  sent(): void {
-    this.inflight++;
+  sent(packet: QueuedDelivery): void {
+    if (this.unreserve(messageKey(packet))) return; // counted when it was handed to aedes
+    this.inflight++; // the replay of a session's queue
   }
 
   /** The client acknowledged one (PUBACK, PUBCOMP, PUBREC >= 0x80). */
@@ -87,19 +94,17 @@ export class OutboundQuota {
 
   /** Before aedes gives a replayed message its packet id: resolves once the quota has room for it. */
   replaySlot(): Promise<void> {
-    this.endReplayStep();
-    if (this.hasRoom()) return this.holdForReplay();
+    if (this.hasRoom()) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.replayWaiter = () => {
         this.replayWaiter = undefined;
-        void this.holdForReplay().then(resolve);
+        resolve();
       };
     });
   }
 
   /** aedes finished the connect sequence: the replay is over, waiting live deliveries may go. */
   connectedNow(): void {
-    this.endReplayStep();
     this.release();
   }
 
@@ -120,27 +125,29 @@ export class OutboundQuota {
   }
 
   private hasRoom(): boolean {
-    return this.inflight + this.pending < this.max;
-  }
-
-  private holdForReplay(): Promise<void> {
-    this.pending++;
-    this.replayHolds = true;
-    return Promise.resolve();
-  }
-
-  private endReplayStep(): void {
-    if (!this.replayHolds) return;
-    this.replayHolds = false;
-    this.pending--;
+    return this.inflight < this.max;
   }
 
   private send(packet: QueuedDelivery, done: (err?: unknown) => void): void {
-    this.pending++;
+    const key = messageKey(packet);
+    this.inflight++;
+    this.reserved.set(key, (this.reserved.get(key) ?? 0) + 1);
     this.hooks.deliver(packet, (err) => {
-      this.pending--;
+      // Not written (aedes did not forward it): its slot is free again.
+      if (this.unreserve(key)) {
+        this.inflight--;
+        this.release();
+      }
       done(err);
     });
+  }
+
+  private unreserve(key: string): boolean {
+    const n = this.reserved.get(key);
+    if (n === undefined) return false;
+    if (n > 1) this.reserved.set(key, n - 1);
+    else this.reserved.delete(key);
+    return true;
   }
 
   private release(): void {
@@ -167,6 +174,11 @@ export class OutboundQuota {
       this.head = 0;
     }
   }
+}
+
+/** A message as aedes tracks it: its broker id and counter (kept by every copy of a delivery). */
+function messageKey(packet: QueuedDelivery): string {
+  return `${packet.brokerCounter ?? ''}\u0000${packet.brokerId ?? ''}`;
 }
 
 /** The inbound side: QoS 1/2 PUBLISH packets of the client not answered yet. */

@@ -145,7 +145,7 @@ export class Mqtt5Connection {
       }
     }
     commit?.();
-    if ((packet.qos ?? 0) > 0) this.quota?.sent();
+    if ((packet.qos ?? 0) > 0) this.quota?.sent(packet as unknown as QueuedDelivery);
     return bytes ?? out;
   }
 
