@@ -7,7 +7,7 @@
 //  (c) POST /api/users/batch (100 users with passwords at hash cost 10 per request) on an empty
 //      store and with 20,000 / 50,000 / 80,000 users: the rate must not fall as the store grows.
 // Bounded: fixed user counts and request counts; every child process is killed at the end.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -19,7 +19,8 @@ import { daemonEnv, httpCall, now, startBenchGateway } from './bench-support.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const mainScript = join(root, 'dist/src/main.js');
-const ADMIN_PASSWORD = 'Bench-Passw0rd!';
+/** The admin password of the daemons started here. */
+export const ADMIN_PASSWORD = 'Bench-Passw0rd!';
 const USERS = 100_000;
 const SEED_CHUNK = 10_000;
 const BATCH_SIZE = 100;
@@ -37,7 +38,7 @@ export function shippedNodeFlags(): string[] {
   return words.slice(from + 1, to).filter((f) => f !== '--enable-source-maps');
 }
 
-function rssMiB(pid: number): number {
+export function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
@@ -53,18 +54,24 @@ export interface DaemonStart {
 /** The flags npm start passed before issue 20 (they bound the young generation and cost broker CPU). */
 export const FORMER_FLAGS = ['--max-semi-space-size=2', '--optimize-for-size'];
 
+/** The daemon on `dataDir` with these Node flags (free ports, services in <dataDir>/services, `env` on top), resolved at its ready line. */
+export async function startDaemonAt(dataDir: string, nodeFlags: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; ready: Record<string, unknown> }> {
+  const child = spawn(process.execPath, [...nodeFlags, mainScript], {
+    env: daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_LOG_LEVEL: 'warn', ...env }),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"ready"') && resolve(JSON.parse(l) as Record<string, unknown>));
+    child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
+  });
+  return { child, ready };
+}
+
 /** Spawns the daemon on `dataDir`, times it to its ready line, reads its RSS after 2 s of idle, stops it. */
 export async function measureDaemonStart(dataDir: string, nodeFlags: string[]): Promise<DaemonStart> {
   const started = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...nodeFlags, mainScript], {
-    env: daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_LOG_LEVEL: 'warn' }),
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const { child } = await startDaemonAt(dataDir, nodeFlags);
   try {
-    await new Promise<void>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"ready"') && resolve());
-      child.once('exit', (c) => reject(new Error(`daemon exited ${c}`)));
-    });
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
     // Idle: start-up garbage settles, timers run once.
     await new Promise((r) => setTimeout(r, 2000));

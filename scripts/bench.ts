@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, maintenance, mapping (default: all).
+// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, maintenance, mapping, sparkplug, https, hooks, bridge (default: all).
 
 /** Start-up time to the ready line and resident memory at idle, first start and restart (the flags of npm start). */
 export async function benchStartup(): Promise<Record<string, number>> {
@@ -21,6 +21,10 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   'mqtt-shipped': async () => (await import('./bench-mqtt-shipped.js')).benchMqttShipped(),
   maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),
   mapping: async () => (await import('./bench-mapping.js')).benchMapping(),
+  sparkplug: async () => (await import('./bench-sparkplug.js')).benchSparkplug(),
+  https: async () => (await import('./bench-https.js')).benchHttps(),
+  hooks: async () => (await import('./bench-hooks.js')).benchHooks(),
+  bridge: async () => (await import('./bench-bridge.js')).benchBridge(),
 };
 
 async function main(): Promise<void> {

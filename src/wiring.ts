@@ -21,6 +21,9 @@ import { createTrustedCertificateService, loadOrCreateCertificateAuthority, type
 import { certificateRoutes } from './http/routes/certificate-routes.js';
 import { createHttpApp } from './http/create-http-app.js';
 import { createHttpServerPart } from './http/http-server.js';
+import { createHttpsServerPart } from './http/https-server.js';
+import { createPlainHttpPolicy } from './http/plain-http-policy.js';
+import { createServerCertificateSource } from './http/server-certificate.js';
 import { createWebUi } from './http/web-ui.js';
 import { sessionRoutes } from './http/routes/session-routes.js';
 import { userRoutes } from './http/routes/user-routes.js';
@@ -37,12 +40,22 @@ import { registryRoutes } from './http/routes/registry-routes.js';
 import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
-import { createMappingService } from './mapping/index.js';
+import { agentName, createMappingService } from './mapping/index.js';
+import { createSparkplugSupport } from './sparkplug/index.js';
+import { createBridgeService, createBridgeSysTopics } from './bridges/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
 import { serviceBodyParsers, serviceRoutes } from './http/routes/service-routes.js';
 import { createHealth } from './health/health.js';
 import { createMetrics } from './metrics/metrics.js';
 import { metricsRoute } from './metrics/metrics-route.js';
+import { createBrokerHooks } from './broker-hooks/index.js';
+import { brokerHookEndpoint } from './http/routes/broker-hook-routes.js';
+import { createAuditTrail } from './audit/index.js';
+import { auditRoutes } from './http/routes/audit-routes.js';
+import { brokerAdminRoutes } from './http/routes/broker-admin-routes.js';
+import { createDashboard } from './metrics/dashboard.js';
+import { uiSupportRoutes } from './http/routes/ui-support-routes.js';
+import { maintenancePaths } from './maintenance/paths.js';
 
 export interface WireOptions {
   /** Tests validate responses against the OpenAPI document. */
@@ -53,11 +66,19 @@ export interface WireOptions {
  * Builds every part of gatewayd from the configuration: explicit dependencies, no
  * module-level singletons. The returned parts are started in order by the daemon.
  */
-export function wireGateway(config: GatewayConfig, log: Logger, options: WireOptions = {}) {
+export function wireGateway(config: GatewayConfig, baseLog: Logger, options: WireOptions = {}) {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  recoverMaintenanceFiles({ dataDir: config.dataDir, log }); // before the store opens: finishes or undoes an interrupted restore swap
+  recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  // The audit trail (DESIGN §14): every part logs through `log`, whose audit events also go to the store.
+  const audit = createAuditTrail({
+    store,
+    log: baseLog,
+    limits: { maxEntries: config.audit.maxEntries, maxAgeMs: config.audit.maxAgeDays * 86_400_000, maxPerSecond: config.audit.maxEventsPerSecond },
+    previousStoreDir: maintenancePaths(config.dataDir).beforeRestore,
+  });
+  const log = audit.logger(baseLog);
   const events = createAccessEvents();
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
   const engine = createPermissionEngine({ store, events });
@@ -77,6 +98,16 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     return revoked;
   } });
   const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
+  // A cluster broker's hooks (README "Scaling out"): the same MqttAccess port as the embedded broker.
+  const brokerHooks = createBrokerHooks({
+    config: config.brokerHooks,
+    access: mqttAccess,
+    grantsOf: (userId) => engine.grantsOf(userId),
+    covers: (userId, grant) => (grant.operation === 'readWrite' ? (['read', 'write'] as const) : [grant.operation]).every((op) => engine.coversFilter(userId, 'mqtt', op, grant.resource)),
+    usernameOf: (userId) => users.find(userId)?.username,
+    tokenExpiresAt: (secret) => tokens.verify(secret)?.expiresAt,
+    log: log.child({ part: 'broker-hooks' }),
+  });
   const maintenance = createMaintenanceService({ store, config, log, events });
   let ca: CertificateAuthority | undefined;
   // The broker needs the CA's server certificate, which the pki part loads at start.
@@ -94,8 +125,46 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });
   // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
+  // Bridges to upstream brokers (DESIGN §14): Bridge resources of the service files run on this
+  // engine, as their runAs user (the permission engine decides what leaves and what comes in).
+  const bridges = createBridgeService({
+    store,
+    log,
+    access: {
+      principal: (username) => {
+        const user = users.findByUsername(username);
+        return user ? { userId: user.id, publishPrefix: user.mqttPublishPrefix ?? '' } : undefined;
+      },
+      allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic),
+      covers: (userId, operation, filter) => engine.coversFilter(userId, 'mqtt', operation, filter),
+      onChange: (listener) => events.on(listener),
+    },
+    dataPlane: () => broker?.dataPlane(),
+    dataDir: config.dataDir,
+    clientIdPrefix: agentName(),
+  });
+  // Sparkplug B edge nodes (DESIGN §14): their sessions go to the embedded broker as their runAs
+  // user (a session token minted per connect) or upstream; runAs's permissions bound them.
+  const sparkplug = createSparkplugSupport({
+    identity: {
+      findUser: (username) => users.findByUsername(username),
+      allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic),
+      coversFilter: (userId, filter) => engine.coversFilter(userId, 'mqtt', 'read', filter),
+      issueToken: async (userId, label, lifetimeHours) => {
+        const { token, record } = await tokens.issue(userId, { lifetimeHours, label });
+        return { token, fingerprint: record.fingerprint };
+      },
+      revokeToken: async (userId, fingerprint) => void (await tokens.revoke(userId, [fingerprint])),
+    },
+    // The broker's own listener; a wildcard bind address is reached on the loopback.
+    localBroker: () => (broker && brokerPorts.mqtt ? { host: config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host, port: brokerPorts.mqtt } : undefined),
+    store,
+    dataDir: config.dataDir,
+    log,
+  });
   // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
   const mapping = createMappingService({
+    bridges,
     config: config.mapping,
     log,
     broker: () => broker,
@@ -104,6 +173,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     host: config.host,
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
     opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
+    sparkplug,
   });
 
   const health = createHealth({
@@ -116,6 +186,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
   const metrics = createMetrics({
     broker: () => broker?.stats(),
     mapping: () => mapping.stats(),
+    bridges: () => bridges.figures(),
     permissions: () => engine.decisionCounts(),
     logins: () => auth.loginCounts(),
     storeBytes: () => {
@@ -132,10 +203,30 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       return backup?.succeeded ? backup.endDate : undefined;
     },
   });
+  // The overview's charts: the last hour of the counters above, sampled in memory.
+  const dashboard = createDashboard({
+    sources: {
+      broker: () => broker?.stats(),
+      logins: () => auth.loginCounts(),
+      freeDiskBytes: () => health.freeDiskBytes(),
+      // Undefined while no bridge runs: the series then has no points.
+      bridgeQueued: () => {
+        const figures = bridges.figures();
+        return figures.length === 0 ? undefined : figures.reduce((n, b) => n + b.queue.messages, 0);
+      },
+    },
+    intervalMs: config.dashboard.intervalSeconds * 1000,
+    windowMs: config.dashboard.windowSeconds * 1000,
+  });
   store.onWriteHealthChange((h) => {
     if (h.writable) log.info('the store writes again');
     else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
   });
+
+  // HTTPS (README "HTTPS"): the plain port serves only http.plainAllowedFrom in full; its
+  // messages name the HTTPS port bound (known once it listens, or the configured one).
+  let httpsPort = (): number => config.http.tlsPort;
+  const plainHttp = createPlainHttpPolicy({ allowedFrom: config.http.plainAllowedFrom, trustProxy: config.http.trustProxy, httpsPort: () => httpsPort() });
 
   const app = createHttpApp({
     log,
@@ -148,9 +239,17 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
     validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
+    plainHttpPolicy: plainHttp.middleware,
     probes: [health.routes(), metricsRoute({ metrics, anonymous: config.metrics.anonymous, authenticate: (header, source) => auth.authenticate(header, source), engine })],
     observe: (o) => metrics.observeHttp(o),
+    routeContext: audit.context.middleware,
     preValidation: [maintenanceUploadHandler({ maintenance, uploadLimitBytes: config.maintenance.uploadLimitBytes }), ...serviceBodyParsers(config.http.bodyLimitBytes)],
+    // Guarded first, then answered without the generic pipeline (validated against the same document).
+    callerGuards: [
+      { path: '/api/broker/hooks', handler: brokerHooks.guard },
+      { path: '/api/broker/hooks', handler: brokerHookEndpoint({ hooks: brokerHooks, bodyLimitBytes: config.http.bodyLimitBytes, validateAnswers: options.validateResponses ?? false }) },
+    ],
+    quietPaths: ['/api/broker/hooks/'],
     routes: [
       sessionRoutes({ auth, users, engine }),
       mfaRoutes({ mfa }),
@@ -161,12 +260,26 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
       brokerRoutes({ broker: () => broker }),
       certificateRoutes({ trusted }),
       registryRoutes({ registry, users }),
-      idpRoutes({ idp }),
+      idpRoutes({ idp, httpsPort: () => httpsPort() }),
       mappingRoutes({ mapping, log }),
       serviceRoutes({ mapping }),
+      auditRoutes({ audit }),
+      brokerAdminRoutes({ broker: () => broker, usernameOf: (userId) => store.users.get(userId)?.username }),
+      uiSupportRoutes({ dashboard }),
     ],
   });
-  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs });
+  const https = createHttpsServerPart({
+    app,
+    host: config.host,
+    port: config.http.tlsPort,
+    shutdownTimeoutMs: config.http.shutdownTimeoutMs,
+    log,
+    // The gateway CA's server certificate (MQTTS's, for mqtt.serverHostnames), or the operator's files.
+    certificate: createServerCertificateSource({ certFile: config.http.tlsCertFile, keyFile: config.http.tlsKeyFile, fromCa: () => ({ cert: ca!.serverCertPem, key: ca!.serverKeyPem }), log }),
+  });
+  // A TLS handshake on the plain port is served by the HTTPS listener (a browser sent there by HSTS).
+  const http = createHttpServerPart({ app, host: config.host, port: config.http.port, shutdownTimeoutMs: config.http.shutdownTimeoutMs, admitUpgrade: plainHttp.admitUpgrade, tls: https });
+  httpsPort = () => https.port() || config.http.tlsPort;
 
   const parts: Part[] = [
     {
@@ -185,6 +298,7 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         await store.close();
       },
     },
+    audit.part,
     {
       name: 'bootstrap',
       start: () => bootstrapAdmin({ store, users, roles, config, log }),
@@ -214,11 +328,14 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
                 tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => trusted.pems() },
                 store,
                 version: gatewaydVersion(),
+                sysTopics: createBridgeSysTopics(() => bridges.figures()),
               });
               const bound = await broker.start();
               brokerPorts = { mqtt: bound.port, mqtts: bound.tlsPort };
-              // Before HTTP listens, so the first WebSocket upgrade already finds the broker.
-              broker.handleUpgrade(http.server);
+              // Before HTTP listens, so the first WebSocket upgrade already finds the broker;
+              // on the plain port only the upgrades its policy admitted (ws), and every one on HTTPS (wss).
+              broker.handleUpgrade(http.upgrades);
+              broker.handleUpgrade(https.server);
             },
             stop: async () => {
               await broker?.stop();
@@ -227,13 +344,17 @@ export function wireGateway(config: GatewayConfig, log: Logger, options: WireOpt
         ]
       : []),
     mapping.part,
+    brokerHooks.part,
+    dashboard.part,
+    // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
+    https,
     http,
   ];
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, store, trusted, get ca() { return ca; }, get broker() { return broker; } },
-    ports: () => ({ http: http.port(), ...brokerPorts }),
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
+    ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };
 }

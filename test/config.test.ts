@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from '../src/config/index.js';
+import { inAddressRanges, parseAddressRanges } from '../src/config/address-ranges.js';
 import { mainScript, tempDir } from './support/harness.js';
 
 const run = promisify(execFile);
@@ -15,6 +16,9 @@ describe('configuration', () => {
     expect(c.http.port).to.equal(8080);
     expect(c.mqtt.port).to.equal(1883);
     expect(c.mqtt.tlsPort).to.equal(8883);
+    expect(c.http.tlsPort).to.equal(8443);
+    expect(c.http.plainAllowedFrom).to.deep.equal(['127.0.0.0/8', '::1/128']);
+    expect([c.http.tlsCertFile, c.http.tlsKeyFile]).to.deep.equal(['', '']);
     expect(c.mqtt.websocketPath).to.equal('/mqtt');
     expect(c.auth.tokenLifetimeHours).to.equal(12);
     expect(c.registry.defaultDurationMs).to.equal(30000);
@@ -48,12 +52,40 @@ describe('configuration', () => {
     ['a generic key that names nothing', { GATEWAYD_SET__NOPE__KEY: '1' }, /GATEWAYD_SET__NOPE__KEY/],
     ['a negative policy rule', { GATEWAYD_SET__POLICY__PASSWORD__UPPER: '-1' }, /policy\.password\.upper/],
     ['a token lifetime above the maximum', { GATEWAYD_SET__AUTH__TOKEN_LIFETIME_HOURS: '1000' }, /auth\.tokenLifetimeHours/],
+    ['an HTTPS port out of range', { GATEWAYD_HTTPS_PORT: '65536' }, /http\.tlsPort/],
+    ['an HTTPS certificate without its key', { GATEWAYD_SET__HTTP__TLS_CERT_FILE: '/etc/gatewayd/gw.crt' }, /http\.tlsKeyFile: .*set together/],
+    ['an HTTPS key without its certificate', { GATEWAYD_SET__HTTP__TLS_KEY_FILE: '/etc/gatewayd/gw.key' }, /http\.tlsCertFile: .*set together/],
+    ['a plain-HTTP range that is not a CIDR block', { GATEWAYD_SET__HTTP__PLAIN_ALLOWED_FROM: '["10.0.0.0/33"]' }, /http\.plainAllowedFrom: "10\.0\.0\.0\/33" is not an IP address or CIDR block/],
+    ['a plain-HTTP range that is a host name', { GATEWAYD_SET__HTTP__PLAIN_ALLOWED_FROM: '["scada.plant.local"]' }, /http\.plainAllowedFrom: "scada\.plant\.local"/],
   ];
   for (const [what, env, key] of bad) {
     it(`refuses ${what}, naming the key`, () => {
       expect(() => loadConfig({ env })).to.throw(ConfigError, key);
     });
   }
+
+  it('takes the HTTPS port, the certificate files (resolved) and the plain-HTTP ranges from the environment', () => {
+    const c = loadConfig({
+      cwd: '/srv/gw',
+      env: {
+        GATEWAYD_HTTPS_PORT: '9443',
+        GATEWAYD_SET__HTTP__TLS_CERT_FILE: 'pki/gw.crt',
+        GATEWAYD_SET__HTTP__TLS_KEY_FILE: '/etc/gatewayd/gw.key',
+        GATEWAYD_SET__HTTP__PLAIN_ALLOWED_FROM: '["127.0.0.1", "192.168.10.0/24", "fd00::/8"]',
+      },
+    });
+    expect(c.http.tlsPort).to.equal(9443);
+    expect(c.http.tlsCertFile).to.equal('/srv/gw/pki/gw.crt');
+    expect(c.http.tlsKeyFile).to.equal('/etc/gatewayd/gw.key');
+    expect(c.http.plainAllowedFrom).to.deep.equal(['127.0.0.1', '192.168.10.0/24', 'fd00::/8']);
+  });
+
+  it('matches plain-HTTP ranges against addresses as IPv4, IPv6 and dual-stack listeners report them', () => {
+    const ranges = parseAddressRanges(['127.0.0.0/8', '::1/128', '192.168.10.0/24']);
+    for (const inside of ['127.0.0.1', '127.9.9.9', '::1', '::ffff:127.0.0.1', '192.168.10.77', '::ffff:192.168.10.77']) expect(inAddressRanges(ranges, inside), inside).to.equal(true);
+    for (const outside of ['192.168.11.1', '10.0.0.1', '::ffff:10.0.0.1', 'fe80::1', '', undefined]) expect(inAddressRanges(ranges, outside), String(outside)).to.equal(false);
+    expect(inAddressRanges(parseAddressRanges([]), '127.0.0.1')).to.equal(false);
+  });
 
   it('refuses an unknown key in the config file', () => {
     const file = join(tempDir(), 'gw.json');
@@ -83,7 +115,7 @@ describe('configuration', () => {
 
   it('stops with 78 when the admin password breaks the password policy', async () => {
     const err = await run(process.execPath, [mainScript], {
-      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_HTTP_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_HOST: '127.0.0.1', GATEWAYD_ADMIN_PASSWORD: 'short' },
+      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_HTTP_PORT: '0', GATEWAYD_HTTPS_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_HOST: '127.0.0.1', GATEWAYD_ADMIN_PASSWORD: 'short' },
     }).then(
       () => null,
       (e: { code: number; stderr: string }) => e,

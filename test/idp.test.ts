@@ -1,11 +1,13 @@
 // Single sign-on through an OpenID Connect identity provider (DESIGN §8), end to end: a real
 // OpenID provider (oidc-provider, in process on 127.0.0.1 port 0) and the real gateway, the
-// browser played by fetch with manual redirects and a cookie jar:
-// gateway /api/idp/login → provider /auth → /interaction (automatic login and consent) →
-// gateway /api/idp/redirect → admin UI with #token=... → that token on the REST API.
+// browser played by fetch with manual redirects and a cookie jar, trusting the gateway CA:
+// gateway /api/idp/login (plain port) → the same on HTTPS → provider /auth → /interaction
+// (automatic login and consent) → gateway https /api/idp/redirect → admin UI on HTTPS with
+// #token=... → that token on the REST API.
 import { createServer } from 'node:net';
 import { expect } from 'chai';
 import { startGateway, type TestGateway } from './support/harness.js';
+import { fetchTrusting, type FetchLike } from './support/https-fetch.js';
 import { CookieJar, followRedirects, startOidcProvider, type Hop, type TestOidcProvider } from './support/oidc-provider.js';
 import { claimValue, createPendingLogins, groupsOf, isLoopbackHttp, roleGroupIds } from '../src/idp/index.js';
 
@@ -35,13 +37,15 @@ describe('idp single sign-on (OpenID Connect)', function () {
   /** Every gateway token, code and state the tests saw: none may reach a log line. */
   const secrets = new Set<string>();
 
-  const isGatewayEnd = (url: URL) => url.origin === new URL(gw.baseUrl).origin && !url.pathname.startsWith('/api/idp/');
-  const isCallback = (url: URL) => url.origin === new URL(gw.baseUrl).origin && url.pathname === '/api/idp/redirect';
+  /** A browser that trusts the gateway CA (each gateway has its own). */
+  let browserFetch: FetchLike;
+  const isGatewayEnd = (url: URL) => url.origin === gw.httpsUrl && !url.pathname.startsWith('/api/idp/');
+  const isCallback = (url: URL) => url.origin === gw.httpsUrl && url.pathname === '/api/idp/redirect';
 
   /** The whole browser flow as `sub`, in a fresh browser; returns where it ended and its hops. */
   async function signIn(sub: string, jar = new CookieJar()): Promise<{ final: URL; hops: Hop[]; fragment: URLSearchParams }> {
     op.loginAs = sub;
-    const { final, hops, stopped, body } = await followRedirects(`${gw.baseUrl}/api/idp/login`, { stop: isGatewayEnd, jar });
+    const { final, hops, stopped, body } = await followRedirects(`${gw.baseUrl}/api/idp/login`, { stop: isGatewayEnd, jar, fetch: browserFetch });
     expect(stopped, `flow ended on ${final.href}: ${body}`).to.equal(true);
     for (const hop of hops) {
       if (isCallback(hop.url)) {
@@ -61,19 +65,19 @@ describe('idp single sign-on (OpenID Connect)', function () {
   async function callbackUrlFor(sub: string): Promise<{ url: URL; jar: CookieJar }> {
     op.loginAs = sub;
     const jar = new CookieJar();
-    const { final, stopped } = await followRedirects(`${gw.baseUrl}/api/idp/login`, { stop: isCallback, jar });
+    const { final, stopped } = await followRedirects(`${gw.httpsUrl}/api/idp/login`, { stop: isCallback, jar, fetch: browserFetch });
     expect(stopped).to.equal(true);
     secrets.add(final.searchParams.get('code')!);
     secrets.add(final.searchParams.get('state')!);
     return { url: final, jar };
   }
 
-  async function get(url: URL | string, jar?: CookieJar): Promise<{ status: number; location?: URL; body: string }> {
+  async function get(url: URL | string, jar?: CookieJar, headers: Record<string, string> = {}, via = browserFetch): Promise<{ status: number; location?: URL; body: string; headers: Headers }> {
     const cookie = jar?.header(new URL(url));
-    const res = await fetch(url, { redirect: 'manual', ...(cookie ? { headers: { cookie } } : {}) });
+    const res = await via(url, { headers: { ...headers, ...(cookie ? { cookie } : {}) } });
     jar?.store(new URL(url), res);
     const location = res.headers.get('location');
-    return { status: res.status, ...(location ? { location: new URL(location, url) } : {}), body: await res.text() };
+    return { status: res.status, ...(location ? { location: new URL(location, url) } : {}), body: await res.text(), headers: res.headers };
   }
 
   async function createRole(name: string, idpGroupIds: string, permissions: Grant[]): Promise<void> {
@@ -108,7 +112,7 @@ describe('idp single sign-on (OpenID Connect)', function () {
           issuer: op.issuer,
           clientId: op.clientId,
           clientSecret: op.clientSecret,
-          // Empty: the gateway derives http://<Host>/api/idp/redirect from the request.
+          // Empty: the gateway derives https://<Host's name>:<HTTPS port>/api/idp/redirect from the request.
           redirectUri: '',
           scopes: 'openid profile groups',
           groupsClaim: 'groups',
@@ -116,7 +120,8 @@ describe('idp single sign-on (OpenID Connect)', function () {
         },
       },
     });
-    op.registerClient([`${gw.baseUrl}/api/idp/redirect`]);
+    browserFetch = fetchTrusting(gw.caFile);
+    op.registerClient([`${gw.httpsUrl}/api/idp/redirect`]);
     admin = await gw.login();
     await createRole('sso-operators', 'operators, ops-leads', [
       { resource: 'plant/#', operation: 'read', context: 'mqtt' },
@@ -138,18 +143,30 @@ describe('idp single sign-on (OpenID Connect)', function () {
     expect(res.body).to.deep.equal({ enabled: true });
   });
 
+  it('moves a login started on the plain port to HTTPS before it starts: no state, no cookie', async () => {
+    const res = await get(`${gw.baseUrl}/api/idp/login`, new CookieJar());
+    expect(res.status).to.equal(302);
+    expect(res.location!.href).to.equal(`${gw.httpsUrl}/api/idp/login`);
+    expect(res.headers.get('set-cookie')).to.equal(null);
+    expect(res.headers.get('strict-transport-security')).to.equal(null); // a plain answer
+  });
+
   it('redirects to the provider with state, nonce and PKCE S256, and nothing else reaches the browser', async () => {
     const jar = new CookieJar();
-    const res = await get(`${gw.baseUrl}/api/idp/login`, jar);
+    const res = await get(`${gw.httpsUrl}/api/idp/login`, jar);
     expect(res.status).to.equal(302);
     const location = res.location!;
-    // The login is bound to this browser by an HttpOnly cookie holding the state.
-    expect(jar.header(new URL(`${gw.baseUrl}/api/idp/redirect`))).to.equal(`gatewayd_idp_state=${location.searchParams.get('state')}`);
+    // The login is bound to this browser by an HttpOnly cookie holding the state, sent only over TLS.
+    expect(jar.header(new URL(`${gw.httpsUrl}/api/idp/redirect`))).to.equal(`gatewayd_idp_state=${location.searchParams.get('state')}`);
+    const cookie = res.headers.get('set-cookie')!.split(';').map((a) => a.trim());
+    expect(cookie).to.include.members(['HttpOnly', 'SameSite=Lax', 'Secure', 'Path=/api/idp/redirect']);
+    expect(res.headers.get('strict-transport-security')).to.equal('max-age=31536000');
     expect(location.origin).to.equal(op.issuer);
     const q = location.searchParams;
     expect(q.get('response_type')).to.equal('code');
     expect(q.get('client_id')).to.equal(op.clientId);
-    expect(q.get('redirect_uri')).to.equal(`${gw.baseUrl}/api/idp/redirect`);
+    // The default redirect URI: the gateway's HTTPS origin, under the name the browser used.
+    expect(q.get('redirect_uri')).to.equal(`${gw.httpsUrl}/api/idp/redirect`);
     expect(q.get('scope')).to.equal('openid profile groups');
     expect(q.get('code_challenge_method')).to.equal('S256');
     expect(q.get('code_challenge')).to.match(/^[A-Za-z0-9_-]{43}$/);
@@ -161,7 +178,8 @@ describe('idp single sign-on (OpenID Connect)', function () {
 
   it('signs a user in: token in the admin UI fragment, the user created with the roles of its groups', async () => {
     const { final, fragment } = await signIn('sub-alice');
-    expect(final.origin + final.pathname).to.equal(`${gw.baseUrl}${ADMIN_UI}`);
+    // A relative admin UI URL is on the HTTPS origin too.
+    expect(final.origin + final.pathname).to.equal(`${gw.httpsUrl}${ADMIN_UI}`);
     expect(final.search).to.equal('');
     const token = fragment.get('token')!;
     expect(token).to.match(/^[A-Za-z0-9_-]{43}$/);
@@ -264,7 +282,7 @@ describe('idp single sign-on (OpenID Connect)', function () {
     expect(fragmentOf(t.location!).has('token')).to.equal(false);
     expect(fragmentOf(t.location!).get('error')).to.match(/unknown, expired or already used/);
 
-    const unknown = new URL(`${gw.baseUrl}/api/idp/redirect`);
+    const unknown = new URL(`${gw.httpsUrl}/api/idp/redirect`);
     unknown.searchParams.set('code', 'made-up-code');
     unknown.searchParams.set('state', 'made-up-state');
     const u = await get(unknown, jar);
@@ -332,11 +350,13 @@ describe('idp single sign-on (OpenID Connect)', function () {
     let down: TestGateway;
     let port: number;
     let back: TestOidcProvider | undefined;
+    let downFetch: FetchLike;
     before(async () => {
       port = await closedPort();
       down = await startGateway({
         overrides: { idp: { enabled: true, issuer: `http://127.0.0.1:${port}`, clientId: 'gatewayd', clientSecret: 'a-client-secret-of-the-gateway-0123456789', adminUiUrl: 'https://ui.example.test/admin#old' } },
       });
+      downFetch = fetchTrusting(down.caFile);
     });
     after(async () => {
       await down?.stop();
@@ -344,32 +364,32 @@ describe('idp single sign-on (OpenID Connect)', function () {
     });
 
     it('redirects back to the referring page of the gateway with an error', async () => {
-      const referer = `${down.baseUrl}/some/page`;
-      const res = await down.api('GET', '/api/idp/login', { headers: { referer } });
+      const referer = `${down.httpsUrl}/some/page`;
+      const res = await get(`${down.httpsUrl}/api/idp/login`, undefined, { referer }, downFetch);
       expect(res.status).to.equal(302);
-      const location = new URL(res.headers.get('location')!);
+      const location = res.location!;
       expect(location.href.startsWith(`${referer}#`)).to.equal(true);
       expect(fragmentOf(location).get('error')).to.match(/single sign-on failed/);
       expect(down.logs().some((l) => l.message === 'idp login failed' && l.stage === 'login')).to.equal(true);
     });
 
     it('does not redirect to a foreign Referer (no open redirect): the admin UI instead', async () => {
-      const res = await down.api('GET', '/api/idp/login', { headers: { referer: 'https://evil.example.test/phish' } });
+      const res = await get(`${down.httpsUrl}/api/idp/login`, undefined, { referer: 'https://evil.example.test/phish' }, downFetch);
       expect(res.status).to.equal(302);
-      const location = new URL(res.headers.get('location')!);
+      const location = res.location!;
       expect(location.origin + location.pathname).to.equal('https://ui.example.test/admin');
       expect(fragmentOf(location).get('error')).to.match(/single sign-on failed/);
-      const noReferer = await down.api('GET', '/api/idp/login');
-      expect(new URL(noReferer.headers.get('location')!).origin).to.equal('https://ui.example.test');
+      const noReferer = await get(`${down.httpsUrl}/api/idp/login`, undefined, {}, downFetch);
+      expect(noReferer.location!.origin).to.equal('https://ui.example.test');
       expect(noReferer.headers.get('set-cookie')).to.equal(null); // no login started, nothing to bind
     });
 
     it('discovers again at the next login once the provider is back', async () => {
       back = await startOidcProvider({ accounts: [{ sub: 'sub-x', preferred_username: 'xavier', groups: ['g'] }], port });
-      back.registerClient([`${down.baseUrl}/api/idp/redirect`]);
-      const res = await down.api('GET', '/api/idp/login');
+      back.registerClient([`${down.httpsUrl}/api/idp/redirect`]);
+      const res = await get(`${down.httpsUrl}/api/idp/login`, undefined, {}, downFetch);
       expect(res.status).to.equal(302);
-      expect(new URL(res.headers.get('location')!).origin).to.equal(back.issuer);
+      expect(res.location!.origin).to.equal(back.issuer);
     });
   });
 

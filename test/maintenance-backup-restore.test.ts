@@ -6,13 +6,13 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import sinon from 'sinon';
 import * as tar from 'tar';
 import { gatewaydVersion } from '../src/maintenance/version.js';
 import { STORE_SCHEMA_VERSION } from '../src/store/index.js';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
+import { backupAndDownload, upload, waitIdle, type Status } from './support/maintenance-kit.js';
 import { connackOf, connect, connectWithInbox, subscribe } from './support/mqtt-test-kit.js';
 import { sessionPresent } from './support/broker-crash-kit.js';
 
@@ -21,49 +21,6 @@ const BACKUP_ID = /^0\.1\.0_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3}Z$/;
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 // ------------------------------------------------------------------------------ helpers
-
-interface Status {
-  running: boolean;
-  backup?: { id: string; succeeded?: boolean; statusMessage: string; startDate: string; endDate?: string };
-  restore?: { id: string; succeeded?: boolean; statusMessage: string; startDate: string; endDate?: string };
-}
-
-/** Polls GET /api/maintenance/db until nothing runs; logs in again when a restore revoked the token. */
-async function waitIdle(gw: TestGateway, password = ADMIN_PASSWORD): Promise<Status> {
-  let token: string | undefined;
-  for (let i = 0; i < 1500; i++) {
-    if (!token) {
-      const login = await gw.api('POST', '/api/login', { body: { username: 'admin', password } });
-      if (login.status === 200) token = login.body.token;
-      else if (login.status !== 423) throw new Error(`login: ${login.status} ${JSON.stringify(login.body)}`);
-    }
-    if (token) {
-      const res = await gw.api<Status>('GET', '/api/maintenance/db', { token });
-      if (res.status === 401) token = undefined;
-      else if (res.status === 200 && !res.body.running) return res.body;
-      else if (res.status !== 200 && res.status !== 423) throw new Error(`status: ${res.status} ${JSON.stringify(res.body)}`);
-    }
-    await delay(20);
-  }
-  throw new Error('maintenance did not become idle within 30 s');
-}
-
-async function backupAndDownload(gw: TestGateway, token: string): Promise<{ id: string; archive: Buffer; res: Response }> {
-  const started = await gw.api('POST', '/api/maintenance/db/backup', { token });
-  expect(started.status, JSON.stringify(started.body)).to.equal(202);
-  const status = await waitIdle(gw);
-  expect(status.backup?.id).to.equal(started.body);
-  expect(status.backup?.succeeded, status.backup?.statusMessage).to.equal(true);
-  const res = await fetch(`${gw.baseUrl}/api/maintenance/db/backup`, { headers: { authorization: `Bearer ${token}` } });
-  expect(res.status).to.equal(200);
-  return { id: started.body, archive: Buffer.from(await res.arrayBuffer()), res };
-}
-
-async function upload(gw: TestGateway, token: string, archive: Buffer, name = 'backup.tar.gz') {
-  const form = new FormData();
-  form.append('file', new Blob([new Uint8Array(archive)], { type: 'application/gzip' }), name);
-  return gw.api('POST', '/api/maintenance/db/restore', { token, raw: form });
-}
 
 /** The entries of a .tar.gz, read with the tar package. */
 async function readArchive(archive: Buffer): Promise<{ path: string; type: string; body: Buffer }[]> {

@@ -98,7 +98,7 @@ describe('protocol-mapping services through the API and the watched directory', 
     expect(list.status).to.equal(200);
     expect(list.body).to.have.length(1);
     expect(list.body[0]).to.deep.include({ id: 'steady', description: 'keeps polling', file: 'steady.yaml', state: 'applied', problems: [], running: true });
-    expect(list.body[0].resources).to.deep.equal({ connections: 1, endpoints: 1, mappings: 0, servers: 0, nodes: 0 });
+    expect(list.body[0].resources).to.deep.equal({ connections: 1, endpoints: 1, mappings: 0, servers: 0, nodes: 0, sparkplug: 0, bridges: 0 });
     const yaml = await api('GET', '/api/services/steady', { headers: { accept: 'application/yaml' } });
     expect(yaml.status).to.equal(200);
     expect(yaml.headers.get('content-type')).to.match(/^application\/yaml/);

@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
 import net from 'node:net';
+import { freePort } from './support/free-port.js';
 
 /** The data of one Modbus device, and the answer it gives to a request PDU. */
 export interface ModbusTestDevice {
@@ -13,6 +14,8 @@ export interface ModbusTestDevice {
   /** Emits 'write' ({fc, address, values}) after a write request was applied, 'request' (fc) as each answer is sent. */
   events: EventEmitter;
   requests: number;
+  /** Set: every request is answered with this exception code (a faulted device; the link stays up). */
+  exception?: number;
 }
 
 export interface ModbusTestServer extends ModbusTestDevice {
@@ -36,6 +39,7 @@ export function answerPdu(device: ModbusTestDevice, pdu: Buffer): Buffer {
   const fc = pdu[0]!;
   const address = pdu.readUInt16BE(1);
   const fail = (code: number) => Buffer.from([fc | 0x80, code]);
+  if (device.exception !== undefined) return fail(device.exception);
   switch (fc) {
     case 1:
     case 2: {
@@ -262,14 +266,7 @@ export async function startModbusRtuServer(path: string, unitIds: number[], opti
 }
 
 /** A port nothing listens on (bound and released). */
-export async function deadPort(): Promise<number> {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
+export const deadPort = freePort;
 
 /** Polls `check` until it returns a value other than undefined (bounded: at most `ms`). */
 export async function until<T>(check: () => Promise<T | undefined> | T | undefined, ms = 10_000, what = 'condition'): Promise<T> {

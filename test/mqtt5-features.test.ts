@@ -177,12 +177,12 @@ describe('MQTT 5 features around aedes (src/mqtt/mqtt5)', function () {
   describe('offline queueing', () => {
     it('with mosquitto_sub -V mqttv5 -c: a session kept 60 s gets its queued message when it comes back asking for no expiry', async () => {
       const session = ['-i', 'cli-queue', '-c', '-q', '1', '-t', 'plant/cli/queue'];
-      const first = await startMosquittoSub(cli(...session, '-D', 'connect', 'session-expiry-interval', '60'));
+      const first = await startMosquittoSub(cli(...session, '-x', '60'));
       first.kill(); // gone without unsubscribing: the session stays 60 s
       await first.result.catch(() => undefined);
       expect((await runCli('mosquitto_pub', cli('-t', 'plant/cli/queue', '-m', 'queued', '-q', '1'))).code).to.equal(0);
       // Back with clean start 0 and no Session Expiry Interval (0): the session and its queue are resumed.
-      const back = await runCli('mosquitto_sub', cli(...session, '-C', '1', '-W', '5', '-F', '%p'));
+      const back = await runCli('mosquitto_sub', cli(...session, '-x', '0', '-C', '1', '-W', '5', '-F', '%p'));
       expect(printed(back.stdout)).to.deep.equal(['queued']);
     });
   });

@@ -110,6 +110,16 @@ const CONTRACT_OPERATIONS: readonly string[] = [
  * Operations gatewayd adds outside the contract (each documented in the README); the contract's
  * 88 stay exactly as they are.
  */
+const CLUSTER_HOOKS: readonly string[] = [
+  'POST /api/broker/hooks/rabbitmq/user',
+  'POST /api/broker/hooks/rabbitmq/vhost',
+  'POST /api/broker/hooks/rabbitmq/resource',
+  'POST /api/broker/hooks/rabbitmq/topic',
+  'POST /api/broker/hooks/vernemq',
+  'POST /api/broker/hooks/emqx/authn',
+  'POST /api/broker/hooks/emqx/authz',
+];
+
 const ADDED_OPERATIONS: readonly string[] = [
   // The gateway CA certificate as a PEM file (README "Web UI").
   'GET /api/certificates/ca',
@@ -119,10 +129,35 @@ const ADDED_OPERATIONS: readonly string[] = [
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
+  // Sparkplug B edge nodes (README "Sparkplug B").
+  'GET /api/sparkplug/schema',
+  'GET /api/sparkplug',
+  'GET /api/sparkplug/{id}',
+  'PUT /api/sparkplug/{id}/operation',
+  // Bridges to upstream brokers (README "Bridges").
+  'GET /api/bridges/schema',
+  'GET /api/bridges',
+  'GET /api/bridges/{id}',
+  'PUT /api/bridges/{id}/operation',
+  // The audit trail, the dashboard and the resource types for the web UI (README "Audit trail", "Web UI").
+  'GET /api/audit',
+  'GET /api/audit/actions',
+  'GET /api/dashboard',
+  'GET /api/resource-types',
+  // The broker's clients, sessions and retained messages (README "Broker clients and sessions").
+  'GET /api/broker/clients',
+  'GET /api/broker/clients/{clientId}',
+  'DELETE /api/broker/clients/{clientId}',
+  'GET /api/broker/sessions',
+  'DELETE /api/broker/sessions/{clientId}',
+  'GET /api/broker/retained',
+  'DELETE /api/broker/retained',
   // Probes and metrics (README "Health and metrics").
   'GET /health',
   'GET /health/ready',
   'GET /metrics',
+  // Cluster broker hooks (README "Scaling out").
+  ...CLUSTER_HOOKS,
 ];
 
 const PUBLIC_OPERATIONS: readonly string[] = [
@@ -136,6 +171,7 @@ const PUBLIC_OPERATIONS: readonly string[] = [
   'POST /api/broker/auth/enhanced',
   'GET /health',
   'GET /health/ready',
+  ...CLUSTER_HOOKS,
 ];
 
 type OpenApiValidatorOptions = Parameters<typeof OpenApiValidator.middleware>[0];
@@ -303,6 +339,11 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
       const open = new Set([
         'POST /api/broker/auth/enhanced: body.properties',
         ...['PUT /api/services/{id}', 'POST /api/services/{id}/validate'].flatMap((op) => serviceParts.map((p) => `${op}: body.${p}`)),
+        // The cluster hooks take the brokers' own payloads, which grow between broker versions
+        // (VerneMQ's listener_* fields, MQTT 5 subscription options): a closed body would refuse
+        // every login after a broker upgrade.
+        ...CLUSTER_HOOKS.map((op) => `${op}: body`),
+        'POST /api/broker/hooks/vernemq: body.topics[]',
       ]);
       const problems: string[] = [];
       const walk = (schema: Json | undefined, at: string, where: string, seen: Set<string>): void => {

@@ -110,6 +110,15 @@ describe('Docker image', () => {
     expect(unitSetting('ExecStart')[0]!.split(/\s+/).slice(1, -1)).to.deep.equal(startFlags());
   });
 
+  it("exposes the default ports of config/default.json, HTTPS among them", () => {
+    const defaults = JSON.parse(readFileSync(join(root, 'config/default.json'), 'utf8')) as { http: { port: number; tlsPort: number }; mqtt: { port: number; tlsPort: number } };
+    const exposed = instructions('EXPOSE').flatMap((l) => l.trim().split(/\s+/));
+    expect(exposed).to.have.members([defaults.http.tlsPort, defaults.http.port, defaults.mqtt.port, defaults.mqtt.tlsPort].map(String));
+    expect(exposed[0], 'HTTPS first: the port to publish').to.equal('8443');
+    // The run line of the header publishes HTTPS, not the plain port.
+    expect(dockerfile).to.match(/^# Run: +docker run -p 8443:8443 /m);
+  });
+
   it('keeps data/ (keys, the admin password), .git and build output out of the build context', () => {
     const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
     expect(ignored).to.include.members(['data', '.git', 'node_modules', 'dist']);

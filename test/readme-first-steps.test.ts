@@ -34,7 +34,7 @@ describe('README first steps', function () {
         timeout: 45_000,
         env: {
           PATH: process.env.PATH ?? '',
-          GW: `http://localhost:${daemon.ready.http as number}`,
+          GW: `https://localhost:${daemon.ready.https as number}`,
           MQTT_PORT: String(daemon.ready.mqtt),
           MQTTS_PORT: String(daemon.ready.mqtts),
           DATA: dataDir,

@@ -7,6 +7,15 @@ import type { UserService } from '../users/user-service.js';
 import type { AccessEvents } from './access-events.js';
 import type { AuthService } from './auth-service.js';
 
+/** The port with what a cluster's hooks need besides the embedded broker's calls (src/broker-hooks). */
+export interface ClusterMqttAccess extends MqttAccess {
+  /**
+   * The principal of a session a cluster admitted through a hook, found again by username for
+   * its later publish and subscribe checks; undefined when the user is gone or may not use MQTT.
+   */
+  principalOf(username: string, method?: MqttPrincipal['method'], tokenFingerprint?: string): MqttPrincipal | undefined;
+}
+
 /**
  * The broker's port onto identity: the same users, tokens and permission engine as the REST
  * API. A session token as MQTT password costs one hash lookup, not a scrypt derivation.
@@ -19,7 +28,7 @@ export function createMqttAccess(deps: {
   log: Logger;
   /** Called after a failed password connect of a username no identity source knows. */
   onUnknownUser?: (credentials: MqttCredentials) => Promise<void>;
-}): MqttAccess {
+}): ClusterMqttAccess {
   const { users, auth, engine, events } = deps;
 
   const principalOf = (user: UserRecord, method: MqttPrincipal['method'], tokenFingerprint?: string): MqttPrincipal => {
@@ -42,7 +51,7 @@ export function createMqttAccess(deps: {
       const { username, certificate } = credentials;
       const password = credentials.password?.toString('utf8');
       if (certificate) {
-        const byFingerprint = users.findByCertificate(certificate.fingerprint256);
+        const byFingerprint = certificate.fingerprint256 ? users.findByCertificate(certificate.fingerprint256) : undefined;
         const byName = byFingerprint ? undefined : users.findByUsername(certificate.commonName);
         const user = byFingerprint ?? (byName?.grantTypes.some((g) => g.method === 'certificate') ? byName : undefined);
         if (user && (username === undefined || username === user.username)) return principalOf(user, 'certificate');
@@ -50,7 +59,7 @@ export function createMqttAccess(deps: {
       }
       if (!username || password === undefined) throw new UnauthorizedError('credentials required');
       try {
-        const { user, method, tokenFingerprint } = await auth.authenticateSecret(username, password, 'mqtt', credentials.remoteAddress);
+        const { user, method, tokenFingerprint } = await auth.authenticateSecret(username, password, credentials.via ?? 'mqtt', credentials.remoteAddress);
         return principalOf(user, method, tokenFingerprint);
       } catch (err) {
         // Still unknown after every identity source (local, LDAP) was asked: the client
@@ -59,6 +68,16 @@ export function createMqttAccess(deps: {
           await deps.onUnknownUser(credentials);
         }
         throw err;
+      }
+    },
+    principalOf(username, method = 'password', tokenFingerprint) {
+      // The decoded record cached for password checks: asked on a cluster's publish path.
+      const user = users.findByUsernameForAuth(username) as UserRecord | undefined;
+      if (!user) return undefined;
+      try {
+        return principalOf(user, method, tokenFingerprint);
+      } catch {
+        return undefined; // no MQTT permission (left)
       }
     },
     allows: (principal, operation, topic) => engine.allows(principal.userId, 'mqtt', operation, topic),

@@ -27,6 +27,12 @@ export const configSchema = obj({
     bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
     shutdownTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000 },
     trustProxy: { type: 'boolean' },
+    // HTTPS (README "HTTPS"): its port, the operator's certificate (both or neither; empty: the
+    // gateway CA's server certificate), and the addresses the plain port still serves.
+    tlsPort: port,
+    tlsCertFile: { type: 'string' },
+    tlsKeyFile: { type: 'string' },
+    plainAllowedFrom: { type: 'array', maxItems: 256, items: { type: 'string', minLength: 1, maxLength: 64 } },
   }),
   mqtt: obj({
     enabled: { type: 'boolean' },
@@ -139,7 +145,37 @@ export const configSchema = obj({
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 10, maximum: 60000 },
   }),
+  // Hooks for a cluster broker (README "Scaling out", src/broker-hooks).
+  brokerHooks: obj({
+    enabled: { type: 'boolean' },
+    allowFrom: { type: 'array', maxItems: 256, items: { type: 'string', pattern: '^[0-9A-Fa-f.:]+/[0-9]{1,3}$' } },
+    secret: { type: 'string', maxLength: 1024 },
+    maxRequestsPerSecond: positiveInt,
+    maxConcurrentLogins: { type: 'integer', minimum: 1, maximum: 64 },
+    maxQueuedLogins: nonNegativeInt,
+    decisionCacheSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
+    certificateLogins: { type: 'boolean' },
+    revocationRetryMaxSeconds: { type: 'integer', minimum: 1, maximum: 3600 },
+    managementTimeoutMs: { type: 'integer', minimum: 100, maximum: 120000 },
+    rabbitmq: obj({ vhost: { type: 'string', minLength: 1 }, managementUrl: managementUrl(), username: { type: 'string' }, password: { type: 'string' } }),
+    vernemq: obj({ managementUrl: managementUrl(), apiKey: { type: 'string' } }),
+    emqx: obj({ managementUrl: managementUrl(), apiKey: { type: 'string' }, apiSecret: { type: 'string' } }),
+  }),
+  audit: obj({
+    maxEntries: { type: 'integer', minimum: 100, maximum: 10000000 },
+    maxAgeDays: { type: 'integer', minimum: 1, maximum: 3650 },
+    maxEventsPerSecond: { type: 'integer', minimum: 1, maximum: 100000 },
+  }),
+  dashboard: obj({
+    intervalSeconds: { type: 'integer', minimum: 1, maximum: 600 },
+    windowSeconds: { type: 'integer', minimum: 60, maximum: 86400 },
+  }),
 });
+
+/** A cluster's management API base URL; empty: no revocation pushes to that cluster. */
+function managementUrl() {
+  return { type: 'string', pattern: '^(|https?://[^\\s]+)$' } as const;
+}
 
 export interface PasswordPolicy {
   min: number;
@@ -153,7 +189,17 @@ export interface GatewayConfig {
   dataDir: string;
   host: string;
   log: { level: string; requests: boolean };
-  http: { port: number; bodyLimitBytes: number; shutdownTimeoutMs: number; trustProxy: boolean };
+  http: {
+    port: number;
+    bodyLimitBytes: number;
+    shutdownTimeoutMs: number;
+    trustProxy: boolean;
+    tlsPort: number;
+    tlsCertFile: string;
+    tlsKeyFile: string;
+    /** CIDR ranges (or single addresses) that may use the plain HTTP port for everything. */
+    plainAllowedFrom: string[];
+  };
   mqtt: {
     enabled: boolean;
     port: number;
@@ -271,4 +317,32 @@ export interface GatewayConfig {
     /** Quiet time after the last change in servicesDir before it is read again. */
     watchDebounceMs: number;
   };
+  /** gatewayd as the permission engine of a cluster broker (README "Scaling out"). */
+  brokerHooks: {
+    enabled: boolean;
+    /** CIDRs of the cluster nodes allowed to call the hooks (the socket's peer address). */
+    allowFrom: string[];
+    /** When set, every hook call carries it (X-Gatewayd-Hook-Secret, or as the HTTP Basic password). */
+    secret: string;
+    /** Hook calls per second over all hooks; beyond: 429, so a runaway cluster cannot starve the REST API. */
+    maxRequestsPerSecond: number;
+    /** Password checks of hook logins at once (each may cost a scrypt); others wait. */
+    maxConcurrentLogins: number;
+    /** Hook logins waiting for a slot; beyond: 429. */
+    maxQueuedLogins: number;
+    /** How long a broker may cache a granted decision (VerneMQ cache-control max-age). */
+    decisionCacheSeconds: number;
+    /** Accept logins the broker vouches for by a client certificate's common name. */
+    certificateLogins: boolean;
+    /** Revocation pushes to an unreachable cluster are retried with backoff up to this interval. */
+    revocationRetryMaxSeconds: number;
+    managementTimeoutMs: number;
+    rabbitmq: { vhost: string; managementUrl: string; username: string; password: string };
+    vernemq: { managementUrl: string; apiKey: string };
+    emqx: { managementUrl: string; apiKey: string; apiSecret: string };
+  };
+  /** The audit trail in the store (src/audit): bounded by count and by age. */
+  audit: { maxEntries: number; maxAgeDays: number; maxEventsPerSecond: number };
+  /** The dashboard's ring in memory (src/metrics/dashboard.ts): one sample per interval, for the window. */
+  dashboard: { intervalSeconds: number; windowSeconds: number };
 }

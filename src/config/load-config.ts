@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { configSchema, type GatewayConfig } from './config-schema.js';
+import { parseAddressRanges } from './address-ranges.js';
 
 /** Exit code for an unusable configuration (sysexits EX_CONFIG); systemd does not restart on it. */
 export const CONFIG_EXIT_CODE = 78;
@@ -23,6 +24,7 @@ export const envShortcuts: Record<string, string> = {
   GATEWAYD_DATA_DIR: 'dataDir',
   GATEWAYD_HOST: 'host',
   GATEWAYD_HTTP_PORT: 'http.port',
+  GATEWAYD_HTTPS_PORT: 'http.tlsPort',
   GATEWAYD_MQTT_PORT: 'mqtt.port',
   GATEWAYD_MQTTS_PORT: 'mqtt.tlsPort',
   GATEWAYD_LOG_LEVEL: 'log.level',
@@ -179,10 +181,24 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   if (config.registry.defaultDurationMs > config.registry.maxDurationMs) {
     throw new ConfigError('registry.defaultDurationMs', 'must not exceed registry.maxDurationMs');
   }
+  if (!config.http.tlsCertFile !== !config.http.tlsKeyFile) {
+    throw new ConfigError(config.http.tlsCertFile ? 'http.tlsKeyFile' : 'http.tlsCertFile', 'http.tlsCertFile and http.tlsKeyFile are set together (or both left empty for the gateway CA\'s certificate)');
+  }
+  try {
+    parseAddressRanges(config.http.plainAllowedFrom);
+  } catch (err) {
+    throw new ConfigError('http.plainAllowedFrom', (err as Error).message);
+  }
+  try {
+    parseAddressRanges(config.brokerHooks.allowFrom);
+  } catch (err) {
+    throw new ConfigError('brokerHooks.allowFrom', (err as Error).message);
+  }
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(cwd, p));
   return {
     ...config,
     dataDir: abs(config.dataDir),
+    http: { ...config.http, tlsCertFile: config.http.tlsCertFile && abs(config.http.tlsCertFile), tlsKeyFile: config.http.tlsKeyFile && abs(config.http.tlsKeyFile) },
     mapping: { ...config.mapping, servicesDir: abs(config.mapping.servicesDir) },
   };
 }

@@ -11,6 +11,14 @@ export const publicOperations = new Set([
   'GET /api/idp/login',
   'GET /api/idp/redirect',
   'POST /api/broker/auth/enhanced',
+  // Cluster broker hooks: no credential of a user; the caller guard admits only the cluster.
+  'POST /api/broker/hooks/rabbitmq/user',
+  'POST /api/broker/hooks/rabbitmq/vhost',
+  'POST /api/broker/hooks/rabbitmq/resource',
+  'POST /api/broker/hooks/rabbitmq/topic',
+  'POST /api/broker/hooks/vernemq',
+  'POST /api/broker/hooks/emqx/authn',
+  'POST /api/broker/hooks/emqx/authz',
   'GET /api/openapi.json',
   // Probes (outside /api; answered before authentication).
   'GET /health',

@@ -34,6 +34,8 @@ export interface HttpAppOptions {
    * it ships is the one the tests checked).
    */
   validateApiSpec?: boolean;
+  /** Runs right before the routes, after authentication and validation (the audit trail's request context). */
+  routeContext?: RequestHandler;
   /** Middlewares that run before request validation for one "METHOD /path" (multipart uploads). */
   preValidation?: { method: string; path: string; handler: RequestHandler }[];
   /** Answers 423 while a restore swaps the store (set by the maintenance part). */
@@ -42,8 +44,20 @@ export interface HttpAppOptions {
   webUi?: RequestHandler;
   /** /health, /health/ready and /metrics: outside the API, answered even while a restore swaps the store. */
   probes?: RequestHandler[];
+  /** What the plain port serves to whom (plain-http-policy.ts): before everything but the request log. */
+  plainHttpPolicy?: RequestHandler;
   /** Told about every answered request with its OpenAPI route template (metrics). */
   observe?: (o: { method: string; route: string; status: number; seconds: number }) => void;
+  /**
+   * Handlers for a path prefix that run before the maintenance gate, authentication, body
+   * parsing and validation: the broker hooks' caller check (a refused caller learns nothing).
+   */
+  callerGuards?: { path: string; handler: RequestHandler }[];
+  /**
+   * Path prefixes whose requests are not logged one by one unless they fail with 5xx
+   * (machine-to-machine hooks: their refusals are logged, rate-limited, where they are decided).
+   */
+  quietPaths?: string[];
 }
 
 export function principalOf(res: Response): Principal {
@@ -90,8 +104,10 @@ export function createHttpApp(options: HttpAppOptions): Express {
         observe({ method: req.method, route, status: res.statusCode, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
       });
     }
+    const quiet = options.quietPaths?.some((p) => req.path.startsWith(p)) ?? false;
     if (options.logRequests) {
       res.on('finish', () => {
+        if (quiet && res.statusCode < 500) return;
         const principal = res.locals.principal as Principal | undefined;
         // Path only: query strings can carry ids and tokens.
         log.info('request', {
@@ -107,12 +123,14 @@ export function createHttpApp(options: HttpAppOptions): Express {
     next();
   });
 
+  if (options.plainHttpPolicy) app.use(options.plainHttpPolicy);
   for (const probe of options.probes ?? []) app.use(probe);
   if (options.webUi) app.use(options.webUi);
   // The document as text (90 KB) rather than a second object graph kept for this one call.
   const specJson = readOpenApiJson();
   app.get('/api/openapi.json', (_req, res) => void res.type('application/json').send(specJson));
   const spec = loadOpenApiDocument();
+  for (const guard of options.callerGuards ?? []) app.use(guard.path, guard.handler);
   if (options.gate) app.use(options.gate);
 
   // Authentication and authorization come before request validation: an anonymous caller
@@ -166,6 +184,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
 
   const api = express.Router({ caseSensitive: true, strict: true });
   for (const register of options.routes) register(api);
+  if (options.routeContext) app.use(options.routeContext);
   app.use(api);
 
   // Declared in the contract but not built yet: say so instead of faking data.

@@ -1,5 +1,5 @@
 // The local web UI (DESIGN §13): static files built by scripts/build-ui.ts into dist/ui,
-// served from `/` on the HTTP port with a strict Content-Security-Policy. The UI itself speaks
+// served from `/` on the HTTP and HTTPS ports with a strict Content-Security-Policy. The UI itself speaks
 // only the public REST API (and /mqtt), so nothing here reads the store or a credential.
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -16,7 +16,7 @@ export const webUiDir = fileURLToPath(new URL('../../ui', import.meta.url));
  * /users/42 gets index.html. Listed explicitly so that /api, /mqtt, /health or /metrics are
  * never shadowed by the UI. Keep in step with ui/src/routes.ts (the browser tests reload every page).
  */
-export const webUiPages = ['signin', 'account', 'users', 'roles', 'permissions', 'devices', 'maintenance', 'mapping', 'rules', 'topics'];
+export const webUiPages = ['signin', 'account', 'users', 'roles', 'permissions', 'devices', 'maintenance', 'mapping', 'rules', 'topics', 'services', 'audit', 'clients'];
 
 /** No inline script or style, no eval, nothing from another origin, never framed. */
 export const webUiContentSecurityPolicy = [

@@ -17,6 +17,7 @@ import { createPendingLogins, type PendingLogins } from './pending-logins.js';
 const loadOidc = () => import('openid-client');
 
 export const IDP_REDIRECT_PATH = '/api/idp/redirect';
+export const IDP_LOGIN_PATH = '/api/idp/login';
 /** How long a started login may take at the identity provider. */
 export const PENDING_LOGIN_TTL_MS = 10 * 60_000;
 export const MAX_PENDING_LOGINS = 10_000;
@@ -29,6 +30,11 @@ const MAX_USERNAME_LENGTH = 128;
 export interface IdpRequestContext {
   /** `<protocol>://<host>` of the request as the browser sent it (honours trust proxy). */
   origin: string;
+  /**
+   * The gateway's HTTPS origin under the name the browser used: `origin` itself for a request
+   * that came over TLS, else `https://<hostname>:<HTTPS port>`. Default base of the redirect URI.
+   */
+  secureOrigin: string;
   /** The Referer header of GET /api/idp/login. */
   referer?: string | undefined;
   /**
@@ -44,6 +50,8 @@ export interface LoginStart {
   location: string;
   /** Bind to the browser (the route sets it as a cookie); absent when the start failed. */
   state?: string;
+  /** The callback is https: the state cookie must be Secure. */
+  secureCallback?: boolean;
 }
 
 export interface IdpServiceDeps {
@@ -130,8 +138,9 @@ export function createIdpService(deps: IdpServiceDeps) {
     if (!config.idp.enabled) throw new NotImplementedError('single sign-on through the identity provider is not enabled (config idp.enabled)');
   }
 
-  function adminUiUrl(): string {
-    return config.idp.adminUiUrl || '/';
+  /** The admin UI; a relative idp.adminUiUrl is on the callback's origin (by default the HTTPS one). */
+  function adminUiUrl(ctx: IdpRequestContext): string {
+    return new URL(config.idp.adminUiUrl || '/', redirectUriFor(ctx)).href;
   }
 
   function issuerUrl(): URL {
@@ -185,9 +194,9 @@ export function createIdpService(deps: IdpServiceDeps) {
     discovered = undefined;
   }
 
-  /** The configured redirect URI; empty means the request's own origin + /api/idp/redirect. */
+  /** The configured redirect URI; empty means the gateway's HTTPS origin + /api/idp/redirect. */
   function redirectUriFor(ctx: IdpRequestContext): string {
-    return new URL(config.idp.redirectUri || IDP_REDIRECT_PATH, ctx.origin).href;
+    return new URL(config.idp.redirectUri || IDP_REDIRECT_PATH, ctx.secureOrigin).href;
   }
 
   function scopes(): string {
@@ -204,13 +213,13 @@ export function createIdpService(deps: IdpServiceDeps) {
     if (ctx.referer) {
       try {
         const referer = new URL(ctx.referer);
-        const allowed = new Set([new URL(ctx.origin).origin, new URL(adminUiUrl(), ctx.origin).origin]);
+        const allowed = new Set([new URL(ctx.origin).origin, ctx.secureOrigin, new URL(adminUiUrl(ctx)).origin]);
         if ((referer.protocol === 'http:' || referer.protocol === 'https:') && allowed.has(referer.origin)) return referer.href;
       } catch {
         // not a URL: ignored
       }
     }
-    return adminUiUrl();
+    return adminUiUrl(ctx);
   }
 
   /** Audits a failure (never a token, code, state or secret) and answers the error Location. */
@@ -272,9 +281,12 @@ export function createIdpService(deps: IdpServiceDeps) {
     async beginLogin(ctx: IdpRequestContext): Promise<LoginStart> {
       const oidc = await loadOidc();
       assertEnabled();
+      const redirectUri = redirectUriFor(ctx);
+      // Started on the plain port, ending on HTTPS: the login moves there first, so the state
+      // cookie is set (Secure) by the origin it must come back to.
+      if (ctx.origin !== ctx.secureOrigin && new URL(redirectUri).origin === ctx.secureOrigin) return { location: ctx.secureOrigin + IDP_LOGIN_PATH };
       try {
         const configuration_ = await configuration();
-        const redirectUri = redirectUriFor(ctx);
         const codeVerifier = oidc.randomPKCECodeVerifier();
         const state = oidc.randomState();
         const nonce = oidc.randomNonce();
@@ -289,7 +301,7 @@ export function createIdpService(deps: IdpServiceDeps) {
         });
         pending.put(state, { nonce, codeVerifier, redirectUri });
         log.debug('idp login started', { redirectUri });
-        return { location: url.href, state };
+        return { location: url.href, state, secureCallback: redirectUri.startsWith('https:') };
       } catch (err) {
         if (!(err instanceof IdpLoginFailure)) forgetDiscovery();
         return { location: failed(err, failureTarget(ctx), 'login') };
@@ -304,7 +316,7 @@ export function createIdpService(deps: IdpServiceDeps) {
     async completeLogin(ctx: IdpRequestContext, query: Record<string, unknown>): Promise<string> {
       const oidc = await loadOidc();
       assertEnabled();
-      const target = adminUiUrl();
+      const target = adminUiUrl(ctx);
       let stage = 'state';
       try {
         const state = typeof query.state === 'string' ? query.state : '';

@@ -3,8 +3,8 @@
 // - its definition hash: a stable hash of its resolved definition (what an operation's stored
 //   target state is bound to), and
 // - its run key: the hash without targetState, plus the run key of what it runs on (an
-//   endpoint's connection, a node set's server) or the topics it names (a mapping's
-//   endpoints). A resource restarts when its run key changes; when only targetState changed it
+//   endpoint's connection, a node set's server, a Sparkplug edge node's endpoints) or the
+//   topics it names (a mapping's endpoints). A resource restarts when its run key changes; when only targetState changed it
 //   keeps running and takes the new target.
 import { createHash } from 'node:crypto';
 import type { ResourceDef, ServiceDef } from './service-files.js';
@@ -52,9 +52,15 @@ function keyService(service: ServiceDef): KeyedResource[] {
   const own = new Map<string, string>();
   for (const def of all) own.set(def.id, sha256(stableJson({ ...def, targetState: undefined })));
   const topicOf = new Map(all.flatMap((d) => (d.kind === 'endpoint' ? [[d.id, d.topic] as const] : [])));
+  const endpointRunKey = new Map(all.flatMap((d) => (d.kind === 'endpoint' ? [[d.id, sha256(`${own.get(d.id)}/${own.get(d.connectionId)}`)] as const] : [])));
   return all.map((def) => {
     let runKey = own.get(def.id)!;
-    if (def.kind === 'endpoint') runKey = sha256(`${runKey}/${own.get(def.connectionId)}`);
+    if (def.kind === 'endpoint') runKey = endpointRunKey.get(def.id)!;
+    if (def.kind === 'sparkplug') {
+      // It follows its endpoints' readings and states: it restarts (a new birth) with them.
+      const ids = [...new Set(def.devices.flatMap((d) => d.metrics.flatMap((m) => [m.readEndpoint, m.writeEndpoint])))].filter((id) => id !== undefined).sort();
+      runKey = sha256(`${runKey}/${ids.map((id) => endpointRunKey.get(id)).join(',')}`);
+    }
     if (def.kind === 'nodes') runKey = sha256(`${runKey}/${own.get(def.serverId)}`);
     if (def.kind === 'mapping') {
       const topics = def.mappings.flatMap((m) => [m.sourceEndpoint, m.targetEndpoint].map((id) => (id === undefined ? '' : (topicOf.get(id) ?? ''))));

@@ -32,8 +32,19 @@ export interface WriteResult {
   correlationData?: string;
 }
 
+/** Who follows an endpoint's readings and state besides the broker (a Sparkplug edge node). */
+export interface EndpointObserver {
+  /** A reading, as published on the endpoint's topic (after its filter and transform). */
+  reading(value: unknown, at: number): void;
+  /** A poll, or a message the device pushed, failed (the reason). */
+  readFailed(error: string, at: number): void;
+  /** The endpoint's state changed. */
+  stateChanged(): void;
+}
+
 export class EndpointResource extends EnableableResource {
   busy = false;
+  readonly observers = new Set<EndpointObserver>();
   readonly filter: CompiledRule | undefined;
   readonly transform: CompiledRule | undefined;
   inFlight = 0;
@@ -140,11 +151,16 @@ export class EndpointResource extends EnableableResource {
   relay(driver: ConnectionDriver): Promise<() => void> {
     const def = this.def;
     return driver.subscribe!(def, (topic, value) =>
-      this.guard(topic, async () => {
-        this.conn.counters.reads++;
-        const out = await this.ctx.applyRules(value, this.context(topic), this.filter, this.transform);
-        if (out) await this.published(def.topic, out.value);
-      }),
+      this.guard(
+        topic,
+        async () => {
+          this.conn.counters.reads++;
+          const out = await this.ctx.applyRules(value, this.context(topic), this.filter, this.transform);
+          if (out) await this.published(def.topic, out.value);
+        },
+        undefined,
+        (error) => this.readFailed(error),
+      ),
     );
   }
   /** Sends the acknowledgement of a value that arrived on <topic>/set with these properties. */
@@ -199,6 +215,7 @@ export class EndpointResource extends EnableableResource {
    */
   refusals: (() => void) | undefined;
   override onState(): void {
+    for (const o of this.observers) o.stateChanged();
     const waiting = this.def.operation === 'write' && this.current === 'enabling' && this.target === 'enabled' && !this.ctx.stopped();
     const { dataPlane } = this.ctx;
     if (waiting && !this.refusals && dataPlane) {
@@ -219,6 +236,10 @@ export class EndpointResource extends EnableableResource {
     this.dropRefusals();
   }
   async published(topic: string, value: unknown): Promise<void> {
+    if (this.observers.size) {
+      const at = Date.now();
+      for (const o of this.observers) o.reading(value, at);
+    }
     await this.ctx.publish(topic, value);
     this.conn.counters.published++;
   }
@@ -229,12 +250,17 @@ export class EndpointResource extends EnableableResource {
     const tick = () => {
       timer = undefined;
       if (!active) return;
-      this.guard(this.def.topic, async () => {
-        const value = await driver.read(this.def);
-        this.conn.counters.reads++;
-        const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
-        if (out && active) await this.published(this.def.topic, out.value);
-      }).finally(() => {
+      this.guard(
+        this.def.topic,
+        async () => {
+          const value = await driver.read(this.def);
+          this.conn.counters.reads++;
+          const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
+          if (out && active) await this.published(this.def.topic, out.value);
+        },
+        undefined,
+        (error) => active && this.readFailed(error),
+      ).finally(() => {
         if (active) timer = timers.setTimeout(tick, intervalMs);
       });
     };
@@ -244,11 +270,15 @@ export class EndpointResource extends EnableableResource {
       if (timer !== undefined) timers.clearTimeout(timer);
     };
   }
+  readFailed(error: string): void {
+    const at = Date.now();
+    for (const o of this.observers) o.readFailed(error, at);
+  }
   /**
    * Runs one unit of work with a bound on concurrency; failures are logged and counted, never
-   * thrown. Work beyond the bound is dropped (onDropped is told).
+   * thrown (onFailed is told the reason). Work beyond the bound is dropped (onDropped is told).
    */
-  guard(topic: string, work: () => Promise<void>, onDropped?: () => void): Promise<void> {
+  guard(topic: string, work: () => Promise<void>, onDropped?: () => void, onFailed?: (error: string) => void): Promise<void> {
     const { log } = this.ctx;
     if (this.inFlight >= MAX_IN_FLIGHT) {
       if (this.dropped++ % 1000 === 0) log.warn('endpoint overloaded, message dropped', { id: this.def.id, dropped: this.dropped });
@@ -266,6 +296,7 @@ export class EndpointResource extends EnableableResource {
         const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
         this.lastError = text;
         log[level]('endpoint operation failed', { id: this.def.id, topic, error: text });
+        onFailed?.(text);
       })
       .finally(() => {
         this.inFlight--;

@@ -10,21 +10,23 @@ import type { Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleLimits } from './rules.js';
 import { ConflictError, NotFoundError } from '../errors/errors.js';
 import type { MappingOperationRecord, Store } from '../store/index.js';
-import { createMappingRuntime, type MappingRuntime, type MappingStats } from './runtime.js';
+import { createMappingRuntime, type MappingRuntime, type MappingStats, type SparkplugNodes } from './runtime.js';
 import { createServiceCatalog, type ServiceCatalog } from './service-catalog.js';
 import type { ServiceDef } from './service-files.js';
 import { createOperationStore } from './operation-store.js';
 import { createOpcuaSupport } from './opcua-support.js';
 import type { OpcuaAccess } from './opcua-server.js';
 import type { OpcuaRuntimeSupport } from './opcua-resources.js';
+import type { BridgeService } from '../bridges/index.js';
 
 export type { OpcuaAccess, OpcuaUser } from './opcua-server.js';
 
 export { RuleError, compileRule, type RuleLimits } from './rules.js';
-export type { ConnectionStats, MappingRuntime, MappingStats, ResourceChanges } from './runtime.js';
+export type { BridgeView, ConnectionStats, MappingRuntime, MappingStats, ResourceChanges, SparkplugNode, SparkplugNodes, SparkplugStats, SparkplugView } from './runtime.js';
 export type { ServiceCatalog, ServiceSummary, ServiceValidation } from './service-catalog.js';
 export { serviceJsonToText, serviceTextToJson, ServiceFileError } from './service-files.js';
-export { connectionSchema, endpointSchema, mappingSchema, serverSchema } from './schemas.js';
+export { connectionSchema, endpointSchema, mappingSchema, serverSchema, sparkplugSchema, schemaOfType } from './schemas.js';
+export { bridgeSchema } from '../bridges/bridge-definition.js';
 
 export interface MappingService {
   part: Part;
@@ -44,7 +46,7 @@ export interface MappingService {
   limits: RuleLimits;
 }
 
-export type OperationKind = 'connection' | 'endpoint' | 'mapping' | 'server';
+export type OperationKind = 'connection' | 'endpoint' | 'mapping' | 'server' | 'sparkplug' | 'bridge';
 
 /** The agent name of every resource: the gateway's hostname, or "gatewayd" when it has none. */
 export function agentName(): string {
@@ -63,6 +65,8 @@ const operationOf: Record<OperationKind, { type: string; set(rt: MappingRuntime,
   endpoint: { type: 'Endpoint', set: (rt, id, op) => rt.setEndpointOperation(id, op as 'enable' | 'disable') },
   mapping: { type: 'Mapping', set: (rt, id, op) => rt.setMappingOperation(id, op as 'enable' | 'disable') },
   server: { type: 'Server', set: (rt, id, op) => rt.setServerOperation(id, op as 'enable' | 'disable') },
+  sparkplug: { type: 'Sparkplug edge node', set: (rt, id, op) => rt.setSparkplugOperation(id, op as 'enable' | 'disable') },
+  bridge: { type: 'Bridge', set: (rt, id, op) => rt.setBridgeOperation(id, op as 'connect' | 'disconnect') },
 };
 const usesOpcua = (services: ServiceDef[]) => services.some((s) => s.resources.some((r) => r.kind === 'server' || r.kind === 'nodes' || (r.kind === 'connection' && r.protocol === 'Opcua')));
 
@@ -79,6 +83,10 @@ export function createMappingService(deps: {
   host?: string;
   /** gatewayd's users and permissions for sessions of the OPC UA server (absent: anonymous only). */
   opcuaAccess?: OpcuaAccess;
+  /** Builds Sparkplug edge nodes (src/sparkplug). */
+  sparkplug?: SparkplugNodes;
+  /** The engine of Bridge resources (absent: they do not run). */
+  bridges?: BridgeService;
 }): MappingService {
   const { config, broker } = deps;
   const log = deps.log.child({ part: 'mapping' });
@@ -109,7 +117,7 @@ export function createMappingService(deps: {
       if (operations && hash) await operations.save(id, view.targetState, hash);
       return view;
     },
-    stats: () => runtime?.stats() ?? { services: 0, resources: 0, connections: [] },
+    stats: () => runtime?.stats() ?? { services: 0, resources: 0, connections: [], sparkplug: [] },
     async transform(input, transformation) {
       let rule = compiled.get(transformation);
       if (rule) compiled.delete(transformation);
@@ -146,6 +154,7 @@ export function createMappingService(deps: {
             return changes;
           },
           plan: (services) => runtime!.plan(services),
+          ...(deps.bridges ? { parseOptions: { knownUser: deps.bridges.knownUser } } : {}),
         });
         const services = cat.load();
         if (usesOpcua(services)) opcuaSupport();
@@ -157,6 +166,8 @@ export function createMappingService(deps: {
           agentName: agentName(),
           ...(deps.timers ? { timers: deps.timers } : {}),
           ...(operations ? { targets: operations } : {}),
+          ...(deps.sparkplug ? { sparkplug: deps.sparkplug } : {}),
+          ...(deps.bridges ? { bridges: deps.bridges } : {}),
           // Resolved when a resource is built: OPC UA support may arrive with a later service.
           get opcua() {
             return opcua;

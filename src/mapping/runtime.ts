@@ -5,21 +5,24 @@
 // drivers/index.ts) and the embedded broker (the data plane, runtime-context.ts). This file keeps
 // the registry: building resources, applying changed definitions, operations and views.
 import type { DataPlane } from '../mqtt/index.js';
+import type { BridgeService } from '../bridges/index.js';
+import { BridgeResource } from './bridge-resource.js';
 import type { Logger } from '../log/index.js';
 import { NotFoundError } from '../errors/errors.js';
 import { ConnectionResource } from './connection-resource.js';
 import { createProtocolDrivers } from './drivers/index.js';
 import { realTimers, type ConnectionDriver, type Timers } from './drivers/types.js';
 import { EndpointResource, endpointTopicList } from './endpoint-resource.js';
+import { EnableableResource } from './enableable-resource.js';
 import { MappingResource } from './mapping-resource.js';
 import { NodeSetResource, ServerResource, type OpcuaRuntimeSupport } from './opcua-resources.js';
-import type { ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+import type { BridgeView, ConnectionState, ConnectionView, EndpointView, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
-import { createRuntimeContext, OPCUA_UNAVAILABLE } from './runtime-context.js';
-import type { ConnectionDef, ServiceDef } from './service-files.js';
+import { createRuntimeContext, OPCUA_UNAVAILABLE, type RuntimeContext } from './runtime-context.js';
+import type { ConnectionDef, ServiceDef, SparkplugDef } from './service-files.js';
 
-export type { ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, TopicsView } from './resource-views.js';
+export type { BridgeView, ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
 export type { ResourceChanges } from './definition-diff.js';
 export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
 
@@ -43,6 +46,24 @@ export interface MappingRuntimeDeps {
   opcua?: OpcuaRuntimeSupport;
   /** Operations' target states that outlive a restart; absent: every target comes from the files. */
   targets?: StoredTargets;
+  /** Builds Sparkplug edge nodes (src/sparkplug); absent: Sparkplug resources are not run (logged). */
+  sparkplug?: SparkplugNodes;
+  /** The engine of Bridge resources (src/bridges); absent: bridges report BRIDGES_UNAVAILABLE. */
+  bridges?: BridgeService;
+}
+
+/** A Sparkplug edge node as the runtime drives it (src/sparkplug/sparkplug-resource.ts). */
+export interface SparkplugNode extends EnableableResource {
+  readonly def: SparkplugDef;
+  view(): SparkplugView;
+  stats(): SparkplugStats;
+  /** The target of the Bridge it goes through may have changed (via: !ref <Bridge>). */
+  uplinkChanged(): void;
+}
+
+/** Makes edge nodes; `endpointOf` gives the running endpoints its metrics name, `bridgeTarget` the target of a Bridge (via). */
+export interface SparkplugNodes {
+  create(ctx: RuntimeContext, def: SparkplugDef, endpointOf: (id: string) => EndpointResource, bridgeTarget: (id: string) => 'connected' | 'disabled' | undefined): SparkplugNode;
 }
 
 /** Per connection: its state and what went through it since it was (re)built. */
@@ -61,10 +82,19 @@ export interface ConnectionStats {
   published: number;
 }
 
+/** Per Sparkplug edge node: its session state and message counts (for /metrics). */
+export interface SparkplugStats {
+  id: string;
+  state: SparkplugView['node']['state'];
+  messages: SparkplugView['messages'];
+  commands: SparkplugView['commands'];
+}
+
 export interface MappingStats {
   services: number;
   resources: number;
   connections: ConnectionStats[];
+  sparkplug: SparkplugStats[];
 }
 
 export interface MappingRuntime {
@@ -98,12 +128,18 @@ export interface MappingRuntime {
   setServerOperation(id: string, operation: 'enable' | 'disable'): ServerView;
   listNodes(): NodeSetView[];
   getNodeSet(id: string): NodeSetView;
+  listBridges(): BridgeView[];
+  getBridge(id: string): BridgeView;
+  setBridgeOperation(id: string, operation: 'connect' | 'disconnect'): BridgeView;
   topics(): TopicsView;
+  listSparkplug(): SparkplugView[];
+  getSparkplug(id: string): SparkplugView;
+  setSparkplugOperation(id: string, operation: 'enable' | 'disable'): SparkplugView;
   /** Resolves when `pred` holds (checked on every state change); for tests and tools. */
   waitFor(pred: () => boolean, timeoutMs?: number): Promise<void>;
 }
 
-type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource;
+type Resource = ConnectionResource | EndpointResource | MappingResource | ServerResource | NodeSetResource | SparkplugNode | BridgeResource;
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
@@ -117,6 +153,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const mappings = new Map<string, MappingResource>();
   const servers = new Map<string, ServerResource>();
   const nodeSets = new Map<string, NodeSetResource>();
+  const sparkplugNodes = new Map<string, SparkplugNode>();
+  const bridges = new Map<string, BridgeResource>();
   /** The definitions running now, keyed (hash, run key). */
   let running = new Map<string, KeyedResource>();
   let serviceCount = 0;
@@ -142,11 +180,17 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const k of keyed) if (k.def.kind === 'endpoint') add(endpoints, new EndpointResource(ctx, k.def, connections.get(k.def.connectionId)!), k);
     for (const k of keyed) if (k.def.kind === 'nodes') add(nodeSets, new NodeSetResource(ctx, k.def, servers.get(k.def.serverId)!, opcua !== undefined), k);
     for (const k of keyed) if (k.def.kind === 'mapping') add(mappings, new MappingResource(ctx, k.def, (id) => endpoints.get(id)!.def.topic), k);
+    for (const k of keyed) {
+      if (k.def.kind !== 'sparkplug') continue;
+      if (deps.sparkplug) add(sparkplugNodes, deps.sparkplug.create(ctx, k.def, (id) => endpoints.get(id)!, (id) => bridges.get(id)?.target), k);
+      else log.warn('Sparkplug resource not run: this runtime has no Sparkplug support', { id: k.def.id });
+    }
+    for (const k of keyed) if (k.def.kind === 'bridge') add(bridges, new BridgeResource(ctx, k.def, deps.bridges), k);
     return built;
   }
   const storedTarget = (k: KeyedResource) => deps.targets?.get(k.def.id, k.hash);
-  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id);
-  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets].some((m) => m.delete(id));
+  const resourceOf = (id: string): Resource | undefined => connections.get(id) ?? endpoints.get(id) ?? mappings.get(id) ?? servers.get(id) ?? nodeSets.get(id) ?? sparkplugNodes.get(id) ?? bridges.get(id);
+  const unregister = (id: string) => [connections, endpoints, mappings, servers, nodeSets, sparkplugNodes, bridges].some((m) => m.delete(id));
 
   /** Keys of the service definitions seen (unchanged files are the same objects: not hashed again). */
   const keyCache = new WeakMap<ServiceDef, KeyedResource[]>();
@@ -154,8 +198,13 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   serviceCount = deps.services.length;
   build([...running.values()], storedTarget);
 
-  /** Order of stopping: what uses others first (mappings, node sets, endpoints), then what they use. */
-  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource ? 0 : r instanceof EndpointResource ? 1 : 2);
+  /** Edge nodes going through a Bridge follow its target (disabled: their session is held down too). */
+  const followBridges = () => {
+    for (const s of sparkplugNodes.values()) if (s.def.via.kind === 'bridge') s.uplinkChanged();
+  };
+
+  /** Order of stopping: what uses others first (mappings, node sets, edge nodes, endpoints), then what they use. */
+  const stopOrder = (r: Resource) => (r instanceof MappingResource || r instanceof NodeSetResource || (r instanceof EnableableResource && r.kind === 'sparkplug') ? 0 : r instanceof EndpointResource ? 1 : 2);
 
   async function applyNow(services: ServiceDef[]): Promise<ResourceChanges> {
     const next = keyResources(services, keyCache);
@@ -167,6 +216,8 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const id of changes.restarted) if (running.get(id)!.hash === next.get(id)!.hash) previousTarget.set(id, resourceOf(id)!.target);
     for (const id of [...changes.removed, ...changes.restarted]) unregister(id);
     for (const order of [0, 1, 2]) await Promise.all(leaving.filter((r) => stopOrder(r) === order).map((r) => r.retire()));
+    // A bridge that left the files takes its queue with it (a restarted one keeps it).
+    for (const r of leaving) if (r instanceof BridgeResource && changes.removed.includes(r.def.id)) r.discard();
     for (const id of changes.retargeted) {
       const r = resourceOf(id)!;
       const k = next.get(id)!;
@@ -178,7 +229,10 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     );
     running = next;
     serviceCount = services.length;
-    if (started) for (const r of [...changes.retargeted.map((id) => resourceOf(id)!), ...built]) r.reconcile();
+    if (started) {
+      for (const r of [...changes.retargeted.map((id) => resourceOf(id)!), ...built]) r.reconcile();
+      followBridges();
+    }
     ctx.changed();
     const { added, restarted, retargeted, removed } = changes;
     if (added.length + restarted.length + retargeted.length + removed.length) log.info('mapping applied', { added, restarted, retargeted, removed, unchanged: changes.unchanged.length });
@@ -201,14 +255,18 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       for (const m of mappings.values()) m.reconcile();
       for (const s of servers.values()) s.reconcile();
       for (const n of nodeSets.values()) n.reconcile();
+      for (const s of sparkplugNodes.values()) s.reconcile();
+      for (const b of bridges.values()) b.reconcile();
     },
     async stop() {
       ctx.stop();
       await applying.catch(() => undefined);
+      // Edge nodes first: their NDEATH goes out while the endpoints and the broker still run.
+      await Promise.all([...sparkplugNodes.values()].map((s) => s.retire()));
       for (const m of mappings.values()) m.reconcile();
       for (const e of endpoints.values()) e.halt();
       for (const n of nodeSets.values()) n.halt();
-      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown())));
+      await Promise.all([...connections.values()].map((c) => c.shutdown()).concat([...servers.values()].map((s) => s.shutdown()), [...bridges.values()].map((b) => b.shutdown())));
       await opcuaNow()?.support.dispose();
       ctx.releaseWaiters();
     },
@@ -225,6 +283,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
       connections: sorted(
         [...connections.values()].map((c) => ({ id: c.def.id, serviceId: c.def.serviceId, protocol: c.def.protocol, state: c.current, ...c.counters })),
       ),
+      sparkplug: sorted([...sparkplugNodes.values()].map((s) => s.stats())),
     }),
     listConnections: () => sorted([...connections.values()].map((c) => c.view())),
     getConnection: (id) => find(connections, id, 'Connection').view(),
@@ -280,11 +339,32 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     },
     listNodes: () => sorted([...nodeSets.values()].map((n) => n.view())),
     getNodeSet: (id) => find(nodeSets, id, 'Node set').view(),
+    listBridges: () => sorted([...bridges.values()].map((b) => b.view())),
+    getBridge: (id) => find(bridges, id, 'Bridge').view(),
+    setBridgeOperation(id, operation) {
+      const b = find(bridges, id, 'Bridge');
+      b.target = operation === 'connect' ? 'connected' : 'disabled';
+      log.info('bridge operation', { id, operation });
+      b.reconcile();
+      followBridges();
+      ctx.changed();
+      return b.view();
+    },
     topics: () => ({
       endpoints: sorted([...endpoints.values()].map((e) => ({ id: e.def.id, topics: endpointTopicList(e.def) }))),
       mappings: sorted([...mappings.values()].map((m) => ({ id: m.def.id, topics: m.topics() }))),
       nodes: sorted([...nodeSets.values()].map((n) => ({ id: n.def.id, topics: n.topics() }))),
     }),
+    listSparkplug: () => sorted([...sparkplugNodes.values()].map((s) => s.view())),
+    getSparkplug: (id) => find(sparkplugNodes, id, 'Sparkplug edge node').view(),
+    setSparkplugOperation(id, operation) {
+      const s = find(sparkplugNodes, id, 'Sparkplug edge node');
+      s.target = operation === 'enable' ? 'enabled' : 'disabled';
+      log.info('sparkplug operation', { id, operation });
+      s.reconcile();
+      ctx.changed();
+      return s.view();
+    },
     waitFor: (pred, timeoutMs = 10_000) => ctx.waitFor(pred, timeoutMs),
   };
 }

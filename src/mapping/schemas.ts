@@ -1,6 +1,10 @@
 // JSON Schemas of the resource definitions in service files (DESIGN §11). They validate each
 // resource's `properties` and are what GET /api/{connections,endpoints,mappings,servers}/schema
-// answer.
+// answer; Sparkplug edge nodes (DESIGN §14) have theirs here too. The Bridge schema lives with
+// the bridges' engine (src/bridges).
+
+import { bridgeSchema } from '../bridges/bridge-definition.js';
+import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;
 
@@ -232,8 +236,83 @@ export const nodeSchema: Schema = {
   },
 };
 
-export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua';
-export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua'];
+const sparkplugId = (what: string): Schema => ({ type: 'string', minLength: 1, maxLength: 128, pattern: SPARKPLUG_ID_PATTERN, description: `${what}: UTF-8 without + / # (Sparkplug 3.0).` });
+
+export const sparkplugMetricSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'endpoint', 'datatype'],
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 256, description: 'The metric name the host sees (unique in its device, ignoring case).' },
+    endpoint: { type: 'string', minLength: 1, description: 'A read endpoint (!ref): its readings, after its transform, are the value. Or a write endpoint: the value is what was last written.' },
+    writeEndpoint: { type: 'string', minLength: 1, description: 'writable metrics fed by a read endpoint: the write endpoint (!ref) a DCMD writes through.' },
+    datatype: { type: 'string', enum: SPARKPLUG_DATATYPES, description: 'Sparkplug B datatype of the metric.' },
+    writable: { type: 'boolean', default: false, description: 'A DCMD on this metric writes through the write endpoint (endpoint or writeEndpoint).' },
+  },
+};
+
+export const sparkplugRemoteSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['urls'],
+  description: 'An upstream MQTT broker of the Sparkplug host: its ACL decides who may send NCMD/DCMD there.',
+  properties: {
+    urls: { type: 'array', minItems: 1, maxItems: 16, items: { type: 'string', pattern: '^(mqtts?|wss?|tcp)://', maxLength: 2048 }, description: 'Tried in order (the next one after a failure, or when the primary host is offline there).' },
+    username: { type: 'string', maxLength: 256 },
+    password: { type: 'string', maxLength: 1024, description: 'Never returned by the API.' },
+    caFile: { type: 'string', minLength: 1, maxLength: 1024, description: 'PEM CA certificates for mqtts/wss (a path, relative to the data directory).' },
+    certFile: { type: 'string', minLength: 1, maxLength: 1024, description: 'PEM client certificate for mutual TLS.' },
+    keyFile: { type: 'string', minLength: 1, maxLength: 1024, description: 'PEM private key of certFile.' },
+  },
+};
+
+export const sparkplugSchema: Schema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'Sparkplug',
+  type: 'object',
+  additionalProperties: false,
+  required: ['groupId', 'edgeNodeId', 'runAs', 'devices'],
+  properties: {
+    description,
+    groupId: sparkplugId('Sparkplug group id'),
+    edgeNodeId: sparkplugId('Edge node id'),
+    primaryHostId: sparkplugId('Births wait for spBv1.0/STATE/<primaryHostId> online'),
+    via: {
+      description: '"local" (the embedded broker, default), an upstream broker {urls, ...}, or !ref <Bridge>.',
+      default: 'local',
+      oneOf: [{ type: 'string', minLength: 1 }, sparkplugRemoteSchema],
+    },
+    runAs: { type: 'string', minLength: 1, maxLength: 256, description: 'The gatewayd user the edge node publishes and writes as.' },
+    clientId: { type: 'string', minLength: 1, maxLength: 256, description: 'MQTT client id; default gatewayd-<groupId>-<edgeNodeId>.' },
+    protocolVersion: { type: 'integer', enum: [4, 5], default: 4, description: 'MQTT 3.1.1 (4) or 5.' },
+    keepaliveSeconds: { type: 'integer', minimum: 5, maximum: 3600, default: 30, description: 'How soon the broker notices a dead gateway and sends the NDEATH (1.5 times this).' },
+    birthWaitMs: { type: 'integer', minimum: 0, maximum: 600_000, default: 5000, description: 'A device that comes up waits at most this long for fresh readings before its DBIRTH.' },
+    aggregateMs: { type: 'integer', minimum: 0, maximum: 60_000, default: 0, description: 'A DDATA gathers the changes of its device for this long (0: the changes of the same I/O turn). Fewer, larger messages for the host, later by at most this.' },
+    maxMessagesPerSecond: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 1_000_000,
+      default: 500,
+      description: "At most this many DDATA per second (a burst of one second's worth); beyond it changes wait and are gathered, the latest value of each metric kept. Keep it under the broker's limit per client (the embedded broker's mqtt.maxPublishesPerSecond).",
+    },
+    commandTimeoutMs: { type: 'integer', minimum: 100, maximum: 600_000, default: 10_000, description: 'How long a DCMD write waits for the endpoint\'s acknowledgement.' },
+    devices: {
+      type: 'array',
+      minItems: 1,
+      maxItems: 1000,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['deviceId', 'metrics'],
+        properties: { deviceId: sparkplugId('Device id'), metrics: { type: 'array', minItems: 1, maxItems: 10_000, items: sparkplugMetricSchema } },
+      },
+    },
+    targetState: enableTarget,
+  },
+};
+
+export type ResourceType = 'Connection' | 'Endpoint' | 'Mapping' | 'Server::Opcua' | 'Node::Opcua' | 'Sparkplug' | 'Bridge';
+export const resourceTypes: readonly ResourceType[] = ['Connection', 'Endpoint', 'Mapping', 'Server::Opcua', 'Node::Opcua', 'Sparkplug', 'Bridge'];
 
 export const schemaOfType: Record<ResourceType, Schema> = {
   Connection: connectionSchema,
@@ -241,6 +320,8 @@ export const schemaOfType: Record<ResourceType, Schema> = {
   Mapping: mappingSchema,
   'Server::Opcua': serverSchema,
   'Node::Opcua': nodeSchema,
+  Sparkplug: sparkplugSchema,
+  Bridge: bridgeSchema,
 };
 
 export const serviceFileSchema: Schema = {

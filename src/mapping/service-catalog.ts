@@ -15,7 +15,8 @@ import type { Logger } from '../log/index.js';
 import { writeFileAtomicAsync } from '../store/write-file-atomic.js';
 import type { ResourceChanges } from './definition-diff.js';
 import { loadServiceDir, type ServiceFile } from './service-dir.js';
-import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ServiceDef } from './service-files.js';
+import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ParseOptions, type ServiceDef } from './service-files.js';
+import { redactSecrets, restoreSecrets } from './service-secrets.js';
 
 /** A service as GET /api/services lists it. */
 export interface ServiceSummary {
@@ -29,7 +30,7 @@ export interface ServiceSummary {
   /** Whether a version of the service runs (when refused: the last one that validated, if any). */
   running: boolean;
   /** The resources of the running version, by type. */
-  resources: { connections: number; endpoints: number; mappings: number; servers: number; nodes: number };
+  resources: { connections: number; endpoints: number; mappings: number; servers: number; nodes: number; sparkplug: number; bridges: number };
   /** Last modification of the file (epoch ms). */
   modifiedAt: number;
 }
@@ -49,9 +50,12 @@ export interface ServiceCatalog {
   /** Stops watching; changes queued after this are dropped. */
   close(): Promise<void>;
   list(): ServiceSummary[];
-  /** The file's text as it is on disk now. */
+  /** The file's text as it is on disk now, its passwords redacted (service-secrets.ts). */
   read(id: string): { text: string; summary: ServiceSummary };
-  /** Validates, writes atomically, applies; resolves when the runtime runs it. */
+  /**
+   * Validates, writes atomically, applies; resolves when the runtime runs it. A redacted
+   * password in `text` stands for the one the file has there.
+   */
   put(id: string, text: string): Promise<{ created: boolean; summary: ServiceSummary; changes: ResourceChanges }>;
   validate(id: string, text: string): ServiceValidation;
   remove(id: string): Promise<ResourceChanges>;
@@ -83,7 +87,10 @@ export function createServiceCatalog(deps: {
   /** What apply would change. */
   plan: (services: ServiceDef[]) => ResourceChanges;
   debounceMs: number;
+  /** Checks that need the gateway's state (a Bridge's runAs user). */
+  parseOptions?: ParseOptions;
 }): ServiceCatalog {
+  const parseOptions = deps.parseOptions ?? {};
   const { dir, log } = deps;
   const entries = new Map<string, Entry>();
   /** Refused files that have no entry (bad name, duplicate id), by file: logged once per text. */
@@ -113,7 +120,7 @@ export function createServiceCatalog(deps: {
       state: e.problems.length ? 'refused' : 'applied',
       problems: asIssues(e.problems),
       running: e.running !== undefined,
-      resources: { connections: count('connection'), endpoints: count('endpoint'), mappings: count('mapping'), servers: count('server'), nodes: count('nodes') },
+      resources: { connections: count('connection'), endpoints: count('endpoint'), mappings: count('mapping'), servers: count('server'), nodes: count('nodes'), sparkplug: count('sparkplug'), bridges: count('bridge') },
       modifiedAt: Math.round(e.modifiedAt),
     };
     const description = e.running?.description;
@@ -145,7 +152,8 @@ export function createServiceCatalog(deps: {
         continue;
       }
       present.add(f.id);
-      if (e && e.file === f.file && e.text === f.text) continue;
+      // Unchanged: skipped, unless it was refused and now validates (its bridge's runAs user exists).
+      if (e && e.file === f.file && e.text === f.text && (e.problems.length === 0 || !f.service)) continue;
       const entry: Entry = e ?? { id: f.id, file: f.file, text: f.text, modifiedAt: f.mtimeMs, running: undefined, problems: [] };
       Object.assign(entry, { file: f.file, text: f.text, modifiedAt: f.mtimeMs });
       if (f.service) {
@@ -168,15 +176,18 @@ export function createServiceCatalog(deps: {
     return changed;
   }
 
-  /** The entry's parse of a file whose text did not change since (no need to parse it again). */
+  /**
+   * The entry's parse of a file whose text did not change since (no need to parse it again). A
+   * refused file is parsed again: what it names (a bridge's runAs user) may exist by now.
+   */
   const known = (file: string, text: string): ServiceFile | undefined => {
     const e = entries.get(basename(file, extname(file)));
-    if (!e || e.file !== file || e.text !== text) return undefined;
+    if (!e || e.file !== file || e.text !== text || e.problems.length) return undefined;
     return { id: e.id, file, text, mtimeMs: e.modifiedAt, ...(e.problems.length ? {} : { service: e.running! }), problems: e.problems };
   };
 
   async function scan(): Promise<void> {
-    const { files, missing, error } = loadServiceDir(dir, known);
+    const { files, missing, error } = loadServiceDir(dir, known, parseOptions);
     if (error) {
       log.error('services directory unreadable', { servicesDir: dir, reason: error });
       return;
@@ -241,10 +252,20 @@ export function createServiceCatalog(deps: {
   };
   const parse = (id: string, text: string): ServiceDef => {
     try {
-      return parseServiceFile(id, fileOf(id), text);
+      return parseServiceFile(id, fileOf(id), text, parseOptions);
     } catch (err) {
       if (err instanceof ServiceFileError) throw new BadRequestError(`service ${id} is not valid: ${err.problems.length} problem(s)`, asIssues(err.problems));
       throw err;
+    }
+  };
+  /** The text of the service's file on disk now (undefined: none). */
+  const currentText = (id: string): string | undefined => {
+    const e = entries.get(id);
+    if (!e) return undefined;
+    try {
+      return readFileSync(e.file, 'utf8');
+    } catch {
+      return undefined;
     }
   };
   const notWritable = (err: unknown): never => {
@@ -257,7 +278,7 @@ export function createServiceCatalog(deps: {
 
   return {
     load() {
-      const { files, missing, error } = loadServiceDir(dir);
+      const { files, missing, error } = loadServiceDir(dir, undefined, parseOptions);
       if (missing) log.info('no service files: the services directory does not exist', { servicesDir: dir });
       if (error) log.error('service file skipped', { file: dir, path: '', reason: error, problems: [error] });
       merge(files, true);
@@ -279,15 +300,16 @@ export function createServiceCatalog(deps: {
     read(id) {
       const e = get(id);
       try {
-        return { text: readFileSync(e.file, 'utf8'), summary: summary(e) };
+        return { text: redactSecrets(readFileSync(e.file, 'utf8')), summary: summary(e) };
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError('Service not found');
         throw err;
       }
     },
-    put(id, text) {
+    put(id, sent) {
       checkId(id);
       return enqueue(async () => {
+        const text = restoreSecrets(sent, currentText(id));
         const service = parse(id, text);
         const file = fileOf(id);
         const created = !entries.has(id);
@@ -302,14 +324,16 @@ export function createServiceCatalog(deps: {
         entries.set(id, entry);
         log.info('service file written', { id, file, created });
         const changes = await deps.apply(runningServices());
+        log.audit(created ? 'service created' : 'service updated', { serviceId: id, ...changeCounts(changes) });
         if (watching && !watcher) watchDirectory();
         return { created, summary: summary(entry), changes };
       });
     },
-    validate(id, text) {
+    validate(id, sent) {
       checkId(id);
+      const text = restoreSecrets(sent, currentText(id));
       try {
-        const service = parseServiceFile(id, fileOf(id), text);
+        const service = parseServiceFile(id, fileOf(id), text, parseOptions);
         const others = runningServices().filter((s) => s.id !== id);
         return { valid: true, problems: [], changes: deps.plan([...others, service]) };
       } catch (err) {
@@ -328,11 +352,18 @@ export function createServiceCatalog(deps: {
         }
         entries.delete(id);
         log.info('service file deleted', { id, file: e.file });
-        return deps.apply(runningServices());
+        const changes = await deps.apply(runningServices());
+        log.audit('service deleted', { serviceId: id, ...changeCounts(changes) });
+        return changes;
       });
     },
     rescan: () => enqueue(scan),
   };
+}
+
+/** What an applied change did, as counts (the audit record of an API write). */
+function changeCounts(c: ResourceChanges): Record<string, number> {
+  return { added: c.added.length, restarted: c.restarted.length, retargeted: c.retargeted.length, removed: c.removed.length };
 }
 
 function modeOf(file: string): number | undefined {

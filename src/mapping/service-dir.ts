@@ -3,7 +3,7 @@
 // a file holds and whether it is valid is service-files.ts's business.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
-import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ServiceDef } from './service-files.js';
+import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ParseOptions, type ServiceDef } from './service-files.js';
 
 const SERVICE_FILE = /\.ya?ml$/i;
 
@@ -24,7 +24,11 @@ export interface ServiceFile {
  * means no services; a file whose id (its name) is not valid or taken is refused. `known`
  * returns an earlier result for the same file and text, which is then not parsed again.
  */
-export function loadServiceDir(dir: string, known?: (file: string, text: string) => ServiceFile | undefined): { files: ServiceFile[]; missing: boolean; error?: string } {
+export function loadServiceDir(
+  dir: string,
+  known?: (file: string, text: string) => ServiceFile | undefined,
+  options: ParseOptions = {},
+): { files: ServiceFile[]; missing: boolean; error?: string } {
   let names: string[];
   try {
     if (!statSync(dir).isDirectory()) return { files: [], missing: false, error: 'not a directory' };
@@ -58,7 +62,7 @@ export function loadServiceDir(dir: string, known?: (file: string, text: string)
       if (before) Object.assign(entry, { service: before.service, problems: before.problems });
       else {
         try {
-          entry.service = parseServiceFile(id, file, text);
+          entry.service = parseServiceFile(id, file, text, options);
         } catch (err) {
           entry.problems = err instanceof ServiceFileError ? err.problems : [{ path: '', reason: (err as Error).message }];
         }

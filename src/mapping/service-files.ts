@@ -8,9 +8,13 @@
 import { createRequire } from 'node:module';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type * as Yaml from 'yaml';
-import type { ScalarTag } from 'yaml';
+import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definition.js';
 import { compileRule, RuleError } from './rules.js';
+import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
+import { sparkplugDef, type SparkplugDef, type SparkplugUpstream } from './sparkplug-file.js';
+
+export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugUpstream, SparkplugVia } from './sparkplug-file.js';
 import {
   httpAddressSchema,
   httpConfigurationSchema,
@@ -87,7 +91,23 @@ export interface NodeSetDef {
   nodes: Record<string, unknown>[];
   targetState: 'enabled' | 'disabled';
 }
-export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef;
+/** A bridge to an upstream broker (DESIGN §14); its engine is src/bridges. */
+export interface BridgeDef {
+  kind: 'bridge';
+  id: string;
+  serviceId: string;
+  name: string;
+  /** The validated properties, without targetState (defaults are filled in by src/bridges). */
+  properties: BridgeProperties;
+  targetState: 'connected' | 'disabled';
+}
+export type ResourceDef = ConnectionDef | EndpointDef | MappingDef | ServerDef | NodeSetDef | SparkplugDef | BridgeDef;
+
+/** Checks of a service file that need the gateway's state. */
+export interface ParseOptions {
+  /** Is there a gatewayd user of that name (a Bridge's runAs)? Absent: not checked. */
+  knownUser?: (username: string) => boolean;
+}
 
 export interface ServiceDef {
   id: string;
@@ -124,26 +144,6 @@ class FileError extends Error {
     super(reason);
   }
 }
-
-class Ref {
-  constructor(readonly name: string) {}
-}
-class Sub {
-  constructor(readonly text: string) {}
-}
-
-const customTags: ScalarTag[] = [
-  {
-    tag: '!ref',
-    identify: (v) => v instanceof Ref,
-    resolve: (str: string) => new Ref(str.trim()),
-    stringify: (item) => {
-      const name = (item.value as Ref).name;
-      return /^[A-Za-z0-9_-]+$/.test(name) ? name : JSON.stringify(name);
-    },
-  },
-  { tag: '!sub', identify: (v) => v instanceof Sub, resolve: (str: string) => new Sub(str), stringify: (item) => JSON.stringify((item.value as Sub).text) },
-];
 
 // The YAML parser and the schema validators are loaded by the first service file read: a
 // gateway without services keeps their start-up time and memory.
@@ -210,34 +210,25 @@ function schemaProblems(validate: ValidateFunction, value: unknown, path: string
   return out.length ? out : [{ path, reason: 'invalid' }];
 }
 
+/** The YAML document of a service file (tags kept as values: see refName), for edits that keep comments. */
+export function parseServiceDocument(text: string): Yaml.Document.Parsed {
+  return yaml().parseDocument(text, { customTags, uniqueKeys: true });
+}
+
+/** The parameter or resource a `!ref` value names (undefined for any other value). */
+export const refName = (value: unknown): string | undefined => (value instanceof Ref ? value.name : undefined);
+
 export const SERVICE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 /** The YAML text of a service file as JSON: `!ref x` becomes {"!ref": "x"}, `!sub t` {"!sub": "t"}. */
 export function serviceTextToJson(text: string): unknown {
   const doc = yaml().parseDocument(text, { customTags, uniqueKeys: true });
   if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors));
-  const toJson = (v: unknown): unknown => {
-    if (v instanceof Ref) return { '!ref': v.name };
-    if (v instanceof Sub) return { '!sub': v.text };
-    if (Array.isArray(v)) return v.map(toJson);
-    if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toJson(x)]));
-    return v;
-  };
-  return toJson(doc.toJS({ maxAliasCount: 100 } as never));
+  return tagsToJson(doc.toJS({ maxAliasCount: 100 } as never));
 }
 
 /** A service as JSON (tags as {"!ref": name} / {"!sub": text}) written as the YAML of a service file. */
 export function serviceJsonToText(value: unknown): string {
-  const fromJson = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.map(fromJson);
-    if (v !== null && typeof v === 'object') {
-      const entries = Object.entries(v);
-      if (entries.length === 1 && entries[0]![0] === '!ref' && typeof entries[0]![1] === 'string') return new Ref(entries[0]![1]);
-      if (entries.length === 1 && entries[0]![0] === '!sub' && typeof entries[0]![1] === 'string') return new Sub(entries[0]![1]);
-      return Object.fromEntries(entries.map(([k, x]) => [k, fromJson(x)]));
-    }
-    return v;
-  };
-  return new (yaml().Document)(fromJson(value), { customTags }).toString();
+  return new (yaml().Document)(jsonToTags(value), { customTags }).toString();
 }
 
 function yamlProblems(errors: readonly { message: string; linePos?: [{ line: number; col: number }, ...unknown[]] }[]): FileProblem[] {
@@ -248,7 +239,7 @@ function yamlProblems(errors: readonly { message: string; linePos?: [{ line: num
 }
 
 /** Parses and validates one service file; throws ServiceFileError with every problem found. */
-export function parseServiceFile(serviceId: string, file: string, text: string): ServiceDef {
+export function parseServiceFile(serviceId: string, file: string, text: string, options: ParseOptions = {}): ServiceDef {
   const doc = yaml().parseDocument(text, { customTags, prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length) throw new ServiceFileError(yamlProblems(doc.errors as never));
   const raw = doc.toJS({ maxAliasCount: 100 } as never) as unknown;
@@ -338,6 +329,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
 
   const resources: ResourceDef[] = [];
   const endpoints = new Map<string, EndpointDef>();
+  const bridges = new Map<string, BridgeDef>();
   const notA = (what: string, value: unknown) => `"${String(value)}" is not ${what} of this service (use !ref <name>)`;
   // Endpoints first pass: their protocol comes from their connection.
   for (const [name, { type, properties: p }] of resolved) {
@@ -401,7 +393,18 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
         if (ok && resolved.has((p.server as string).slice(serviceId.length + 1))) resources.push({ kind: 'nodes', ...base, serverId: p.server, nodes: p.nodes, targetState: p.targetState });
         break;
       }
+      case 'Bridge': {
+        const { targetState, description: _d, ...properties } = p as BridgeProperties & { description?: string };
+        const found = bridgeProblems(properties, options.knownUser);
+        for (const problem of found) problems.push({ path: `${path}.${problem.path}`, reason: problem.reason });
+        if (found.length) break;
+        const def: BridgeDef = { kind: 'bridge', ...base, properties, targetState: targetState ?? 'connected' };
+        bridges.set(def.id, def);
+        resources.push(def);
+        break;
+      }
       case 'Mapping':
+      case 'Sparkplug':
         break; // below, once every endpoint is known
     }
   }
@@ -443,6 +446,26 @@ export function parseServiceFile(serviceId: string, file: string, text: string):
       if (!checks.every(Boolean)) complete = false;
     });
     if (complete) resources.push({ kind: 'mapping', id: idOf(name), serviceId, name, mappings: items, targetState: p.targetState });
+  }
+  for (const [name, { type, properties: p }] of resolved) {
+    if (type !== 'Sparkplug') continue;
+    const def = sparkplugDef(p, { id: idOf(name), serviceId, name }, `resources.${name}.properties`, {
+      endpointOf: (id) => endpoints.get(id),
+      declaredType,
+      bridgeUpstream: (id) => {
+        const remote = bridges.get(id)?.properties.remote;
+        if (!remote) return undefined;
+        // What a session needs of the remote; the bridge's own settings (client id, keepalive, inflight) stay its own.
+        const upstream: SparkplugUpstream = { urls: [...remote.urls] };
+        for (const key of ['username', 'password', 'caFile', 'certFile', 'keyFile', 'connectTimeoutMs'] as const) if (remote[key] !== undefined) Object.assign(upstream, { [key]: remote[key] });
+        return upstream;
+      },
+      collect,
+      fail: (path, reason) => {
+        throw new FileError(path, reason);
+      },
+    });
+    if (def) resources.push(def);
   }
   if (problems.length) throw new ServiceFileError(problems);
   const service: ServiceDef = { id: serviceId, file, resources };

@@ -31,11 +31,26 @@ export interface BrokerMetricsSource {
 
 export interface MappingMetricsSource {
   connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number }[];
+  /** Sparkplug B edge nodes: session state, messages published by type, commands by type and outcome. */
+  sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>> }[];
+}
+
+/** What each bridge reports (src/bridges BridgeFigures). */
+export interface BridgeMetricsSource {
+  id: string;
+  state: string;
+  queue: { messages: number; bytes: number; oldestAgeSeconds: number; dropped: Record<string, number> };
+  forwarded: number;
+  resent: number;
+  received: number;
+  refused: { out: number; in: number };
 }
 
 export interface MetricsSources {
   broker: () => BrokerMetricsSource | undefined;
   mapping: () => MappingMetricsSource;
+  /** Bridges to upstream brokers (absent: none). */
+  bridges?: () => BridgeMetricsSource[];
   permissions: () => { decisions: number; denials: number };
   logins: () => { succeeded: number; failed: number };
   storeBytes: () => number | undefined;
@@ -154,6 +169,49 @@ export function createMetrics(sources: MetricsSources): Metrics {
         set(c.writes, { connection: c.id, kind: 'write' });
         set(c.failures, { connection: c.id, kind: 'failure' });
         set(c.published, { connection: c.id, kind: 'published' });
+      }
+    });
+    // Sparkplug B edge nodes (README "Sparkplug B").
+    const edgeNodes = () => sources.mapping().sparkplug ?? [];
+    metric('gauge', 'gatewayd_sparkplug_edge_node_born', 'Sparkplug edge nodes: 1 while born (NBIRTH out in a live session).', ['edge_node'], (set) => {
+      for (const n of edgeNodes()) set(n.state === 'born' ? 1 : 0, { edge_node: n.id });
+    });
+    metric('counter', 'gatewayd_sparkplug_messages_total', 'Sparkplug messages published, by edge node and type (NBIRTH, DBIRTH, NDATA, DDATA, NDEATH, DDEATH).', ['edge_node', 'type'], (set) => {
+      for (const n of edgeNodes()) for (const [type, count] of Object.entries(n.messages)) set(count, { edge_node: n.id, type });
+    });
+    metric('counter', 'gatewayd_sparkplug_commands_total', 'Sparkplug commands received, by edge node, type (NCMD, DCMD) and result (accepted, refused, failed).', ['edge_node', 'type', 'result'], (set) => {
+      for (const n of edgeNodes()) for (const [type, results] of Object.entries(n.commands)) for (const [result, count] of Object.entries(results)) set(count, { edge_node: n.id, type, result });
+    });
+    // Bridges to upstream brokers (README "Bridges").
+    const bridges = () => sources.bridges?.() ?? [];
+    metric('gauge', 'gatewayd_bridge_connected', 'Bridges: 1 while connected upstream.', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.state === 'connected' ? 1 : 0, { bridge: b.id });
+    });
+    metric('gauge', 'gatewayd_bridge_queue_messages', 'Messages in the bridge queue.', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.queue.messages, { bridge: b.id });
+    });
+    metric('gauge', 'gatewayd_bridge_queue_bytes', 'Bytes of the messages in the bridge queue (on disk).', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.queue.bytes, { bridge: b.id });
+    });
+    metric('gauge', 'gatewayd_bridge_queue_oldest_seconds', 'Age of the oldest message in the bridge queue (0 when empty).', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.queue.oldestAgeSeconds, { bridge: b.id });
+    });
+    metric('counter', 'gatewayd_bridge_forwarded_total', 'Messages the upstream broker acknowledged (QoS 0: written).', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.forwarded, { bridge: b.id });
+    });
+    metric('counter', 'gatewayd_bridge_dropped_total', 'Messages dropped from the bridge queue, by reason.', ['bridge', 'reason'], (set) => {
+      for (const b of bridges()) for (const [reason, n] of Object.entries(b.queue.dropped)) set(n, { bridge: b.id, reason: reason.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) });
+    });
+    metric('counter', 'gatewayd_bridge_resent_total', 'Messages sent upstream again after a lost connection.', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.resent, { bridge: b.id });
+    });
+    metric('counter', 'gatewayd_bridge_received_total', 'Messages from upstream published on the gateway.', ['bridge'], (set) => {
+      for (const b of bridges()) set(b.received, { bridge: b.id });
+    });
+    metric('counter', 'gatewayd_bridge_refused_total', 'Messages the bridge user may not read (out) or write (in).', ['bridge', 'direction'], (set) => {
+      for (const b of bridges()) {
+        set(b.refused.out, { bridge: b.id, direction: 'out' });
+        set(b.refused.in, { bridge: b.id, direction: 'in' });
       }
     });
     metric('gauge', 'gatewayd_store_bytes', 'Size of the store file.', [], (set) => {

@@ -10,6 +10,7 @@ import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
 import type { PreConnectHook } from './handlers/pre-connect.js';
 import { boundOutgoingQueues } from './limits.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
+import { topicMatches } from './persistence/topic-filter.js';
 import { stateOf } from './client-state.js';
 import { holdReplayToQuota } from './mqtt5/flow-control.js';
 import { SharedSubscriptions } from './mqtt5/shared-subscriptions.js';
@@ -65,7 +66,12 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
   installMqtt5(ctx, aedes);
   if (persistence && store) {
     // A QoS 1/2 publisher gets its PUBACK/PUBREC once the message is on disk.
-    acknowledgeWhenDurable(aedes, persistence);
+    // A publish a bridge taps is held too: the bridge stores it before it calls back.
+    acknowledgeWhenDurable(aedes, {
+      writeMark: () => persistence.writeMark(),
+      whenDurable: (mark) => persistence.whenDurable(mark),
+      writesFor: (packet) => persistence.writesFor(packet) || ctx.tapFilters.some((filter) => topicMatches(filter, packet.topic)),
+    });
     // A restore swapped the store: the broker state is the backup's.
     store.onReopen(() => persistence.reload());
   } else {

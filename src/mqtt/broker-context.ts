@@ -25,6 +25,11 @@ export interface BrokerContext {
   shared: SharedSubscriptions | undefined;
   /** stop() was called: no new connection, upgrade or data-plane call is taken. */
   stopping: boolean;
+  /**
+   * The filters of the data plane's taps (one entry per tap): a client's QoS 1/2 publish that
+   * matches one is held for its acknowledgement like a publish that writes (a bridge stores it).
+   */
+  readonly tapFilters: string[];
 }
 
 export function createBrokerContext(options: BrokerOptions): BrokerContext {
@@ -39,11 +44,8 @@ export function createBrokerContext(options: BrokerOptions): BrokerContext {
     persistence: undefined,
     shared: undefined,
     stopping: false,
+    tapFilters: [],
   };
-}
-
-export function isSysTopic(topic: string): boolean {
-  return topic.startsWith('$SYS') && (topic.length === 4 || topic.charCodeAt(4) === 47); // '/'
 }
 
 /** The permission engine's answer; a failing engine answers no (and is logged). */

@@ -20,6 +20,8 @@ export interface BrokerOptions {
   store?: Store;
   /** gatewayd's version, published in $SYS/broker/version. */
   version?: string;
+  /** Topics of other parts published with the broker's own under $SYS/broker/ (bridges). */
+  sysTopics?: () => Iterable<[name: string, value: string | number]>;
 }
 
 export interface EnhancedAuthInfo {

@@ -19,12 +19,14 @@
 // | listeners: TCP, TLS, WebSocket upgrade    | transports.ts                            |
 // | in-process publish/subscribe              | data-plane.ts                            |
 // | $SYS topics                               | sys-topics.ts                            |
+// | clients, sessions, retained for operators | broker-admin.ts                          |
 //
 // The decisions are described in src/mqtt/README.md.
 import type http from 'node:http';
 import type { Aedes } from 'aedes';
 import { createAccessChangeHandler } from './access-changes.js';
 import { createAedes } from './aedes-wiring.js';
+import { createBrokerAdmin, type BrokerAdmin } from './broker-admin.js';
 import { createBrokerContext, type BrokerContext } from './broker-context.js';
 import type { BrokerStats } from './broker-stats.js';
 import type { BrokerOptions, EnhancedAuthInfo } from './broker-options.js';
@@ -44,7 +46,8 @@ import { Transports } from './transports.js';
 
 export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
 export type { BrokerOptions, EnhancedAuthInfo } from './broker-options.js';
-export type { DataPlane, DataPlaneProperties } from './data-plane.js';
+export type { DataPlane, DataPlaneProperties, TappedPublish } from './data-plane.js';
+export type { BrokerAdmin, LiveClient, LiveClientDetail, Page, RetainedMessage, StoredSession } from './broker-admin.js';
 export { aedesBaseOptions } from './aedes-wiring.js';
 
 export interface Broker {
@@ -65,6 +68,8 @@ export interface Broker {
    * only through authorizeForward (the client's read permission). Usable once started.
    */
   dataPlane(): DataPlane;
+  /** Live clients, stored sessions and retained messages for the operators' API (broker-admin.ts). */
+  admin(): BrokerAdmin;
 }
 
 const STOP_TIMEOUT_MS = 5000;
@@ -83,6 +88,7 @@ export function createBroker(options: BrokerOptions): Broker {
   const connections = new Connections(ctx, sessions);
   const transports = new Transports(ctx, connections);
   const onAccessChange = createAccessChangeHandler(ctx, { revocations, sessions });
+  const admin = createBrokerAdmin(ctx);
   const startedAt = Date.now();
   let sys: SysTopics | undefined;
   let unsubscribeChanges: (() => void) | undefined;
@@ -100,6 +106,7 @@ export function createBroker(options: BrokerOptions): Broker {
       authorizeForward: createAuthorizeForward(ctx),
     });
     watchClientEvents(ctx, aedes, sessions);
+    admin.watch(aedes);
     unsubscribeChanges = ctx.access.onChange(onAccessChange);
     sys = createSysTopics({
       stats,
@@ -109,6 +116,7 @@ export function createBroker(options: BrokerOptions): Broker {
       },
       version: options.version ?? 'unknown',
       intervalSeconds: cfg.sysIntervalSeconds,
+      ...(options.sysTopics ? { extra: options.sysTopics } : {}),
     });
     sys.start();
     const ports = await transports.listen();
@@ -151,6 +159,7 @@ export function createBroker(options: BrokerOptions): Broker {
       return stopping;
     },
     dataPlane: () => createDataPlane(ctx),
+    admin: () => admin,
   };
 }
 

@@ -15,10 +15,15 @@ export interface MqttCredentials {
   clientId: string;
   username?: string;
   password?: Buffer;
-  /** The verified TLS client certificate, when the client presented one. */
-  certificate?: { fingerprint256: string; commonName: string };
+  /**
+   * The verified TLS client certificate, when the client presented one. A cluster broker that
+   * verified it itself may pass only its common name (src/broker-hooks).
+   */
+  certificate?: { fingerprint256?: string; commonName: string };
   /** The client's address (per-address login limit, logs). */
   remoteAddress?: string;
+  /** Who asked, for audit lines: the embedded broker ('mqtt', the default) or a cluster's hook. */
+  via?: 'mqtt' | 'rabbitmq' | 'vernemq' | 'emqx';
 }
 
 /** What changed for a user; the broker drops cached decisions or disconnects. */
@@ -31,6 +36,8 @@ export interface AccessChange {
    * deleted: the user is gone; disconnect all of its sessions.
    */
   kind: 'permissions' | 'revoked' | 'deleted';
+  /** deleted: the username it had (the record is gone; a cluster's management API knows users by name). */
+  username?: string;
   tokenFingerprints?: string[];
   /**
    * revoked with tokenFingerprints: sessions that signed in with the password end too (the

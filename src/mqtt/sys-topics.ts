@@ -11,6 +11,8 @@ export interface SysTopicsDeps {
   version: string;
   intervalSeconds: number;
   now?: () => number;
+  /** More topics of other parts (bridges), below $SYS/broker/; an empty value clears a retained topic. */
+  extra?: () => Iterable<[name: string, value: string | number]>;
 }
 
 /** Mosquitto's load averages: exponentially weighted per-minute rates over 1, 5 and 15 minutes. */
@@ -68,6 +70,7 @@ export function createSysTopics(deps: SysTopicsDeps): SysTopics {
       const [kind, direction] = name.split('/');
       for (const [minutes, value] of load.update(totals[name as keyof typeof totals])) put(`load/${kind}/${direction}/${minutes}min`, value.toFixed(2));
     }
+    if (deps.extra) for (const [name, value] of deps.extra()) put(name, value);
   }
 
   return {

@@ -396,7 +396,7 @@ export function createUserService(deps: UserServiceDeps) {
         return users;
       });
       for (const user of removed) {
-        events.emit({ userId: user.id, kind: 'deleted' });
+        events.emit({ userId: user.id, kind: 'deleted', username: user.username });
         log.audit('user deleted', { userId: user.id, username: user.username });
       }
     },

@@ -24,9 +24,15 @@ export interface ApiResponse<T = any> {
 
 export interface TestGateway {
   baseUrl: string;
+  /** https://127.0.0.1:<HTTPS port> (an address the gateway CA's server certificate names). */
+  httpsUrl: string;
+  /** The gateway CA's certificate, data/pki/ca.cert.pem: what a client trusts for HTTPS and MQTTS. */
+  caFile: string;
   config: GatewayConfig;
   dataDir: string;
   services: Gateway['services'];
+  /** The protocol-mapping service (its runtime's waitFor, for state changes). */
+  mapping: Gateway['mapping'];
   ports: ReturnType<Gateway['ports']>;
   /** Every JSON log line written so far. */
   logs: () => Record<string, unknown>[];
@@ -51,7 +57,7 @@ export function testConfig(dataDir: string, overrides: Record<string, unknown> =
         dataDir,
         host: '127.0.0.1',
         log: { level: 'debug', requests: true },
-        http: { port: 0, shutdownTimeoutMs: 2000 },
+        http: { port: 0, tlsPort: 0, shutdownTimeoutMs: 2000 },
         mqtt: { port: 0, tlsPort: 0 },
         auth: { adminPassword: ADMIN_PASSWORD, passwordHashCost: 10 },
         mapping: { servicesDir: join(dataDir, 'services') },
@@ -87,6 +93,7 @@ export async function startGateway(options: { overrides?: Record<string, unknown
   await daemon.start();
   const ports = gateway.ports();
   const baseUrl = `http://127.0.0.1:${ports.http}`;
+  const httpsUrl = `https://127.0.0.1:${ports.https}`;
 
   const api: TestGateway['api'] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -124,9 +131,12 @@ export async function startGateway(options: { overrides?: Record<string, unknown
 
   return {
     baseUrl,
+    httpsUrl,
+    caFile: join(dataDir, 'pki', 'ca.cert.pem'),
     config,
     dataDir,
     services: gateway.services,
+    mapping: gateway.mapping,
     ports,
     logs: () => lines,
     api,
@@ -160,6 +170,7 @@ export async function startDaemonProcess(
       GATEWAYD_DATA_DIR: dataDir,
       GATEWAYD_HOST: '127.0.0.1',
       GATEWAYD_HTTP_PORT: '0',
+      GATEWAYD_HTTPS_PORT: '0',
       GATEWAYD_MQTT_PORT: '0',
       GATEWAYD_MQTTS_PORT: '0',
       GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,

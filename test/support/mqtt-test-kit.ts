@@ -365,7 +365,7 @@ export function runCli(cmd: string, args: string[], ms = 10_000): Promise<CliRes
  * Starts `mosquitto_sub -d ...` and resolves once its SUBACK arrived and was printed; `result` completes when
  * the process exits (use -C n so it exits after n messages).
  */
-export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ result: Promise<CliResult>; kill(): void }> {
+export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ result: Promise<CliResult>; kill(): void; /** the SUBACK's codes as printed (128: refused) */ granted: number[] }> {
   // mosquitto_sub block-buffers stdout into a pipe; stdbuf (coreutils) makes it line-buffered
   // so that the SUBACK line arrives while it runs.
   const child = spawn('stdbuf', ['-oL', 'mosquitto_sub', '-d', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -382,6 +382,9 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
     // Ready once the whole 'Subscribed (mid: n): codes' line that follows 'received SUBACK' is in:
     // the two lines can arrive in separate chunks, and a caller may kill the client right away.
     if (/Subscribed \(mid: \d+\):[^\n]*\n/.test(stdout)) subscribed();
+    // The broker closed the connection instead of answering the SUBSCRIBE (RabbitMQ 3.10 does
+    // for a refused one), and mosquitto_sub is connecting again.
+    else if ((stdout.match(/sending CONNECT/g) ?? []).length > 1) failed(new Error(`mosquitto_sub lost its connection before a SUBACK: ${stdout}`));
   });
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const result = new Promise<CliResult>((resolve) => {
@@ -396,7 +399,8 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
     child.kill('SIGKILL');
     throw err;
   }
-  return { result: withTimeout(result, ms, 'mosquitto_sub did not finish'), kill: () => child.kill('SIGKILL') };
+  const granted = (/Subscribed \(mid: \d+\): ([^\n]*)\n/.exec(stdout)?.[1] ?? '').split(',').map((c) => Number(c.trim()));
+  return { result: withTimeout(result, ms, 'mosquitto_sub did not finish'), kill: () => child.kill('SIGKILL'), granted };
 }
 
 /** A CONNACK as a client received it: the session present flag and the return / reason code. */

@@ -12,6 +12,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { FetchLike } from './https-fetch.js';
 
 export interface TestAccount {
   /** The subject (`sub`) and the provider's account id. */
@@ -170,6 +171,9 @@ export class CookieJar {
   }
 }
 
+/** The global fetch without following redirects (the FetchLike contract). */
+const manualFetch: FetchLike = (url, init) => fetch(url, { ...init, redirect: 'manual' } as RequestInit);
+
 export interface Hop {
   url: URL;
   status: number;
@@ -179,11 +183,12 @@ export interface Hop {
 /**
  * GETs `start` and follows redirects by hand (redirect: 'manual'), carrying cookies, until
  * `stop(url)` says the next URL is the end (it is not requested) or a response is not a
- * redirect. Returns every hop and the URL where it stopped.
+ * redirect. Returns every hop and the URL where it stopped. `fetch`: one that trusts the gateway CA
+ * (https-fetch.ts) for flows through the HTTPS port.
  */
 export async function followRedirects(
   start: string | URL,
-  options: { stop: (url: URL) => boolean; jar?: CookieJar; headers?: Record<string, string>; maxHops?: number },
+  options: { stop: (url: URL) => boolean; jar?: CookieJar; headers?: Record<string, string>; maxHops?: number; fetch?: FetchLike },
 ): Promise<{ hops: Hop[]; final: URL; stopped: boolean; body?: string }> {
   const jar = options.jar ?? new CookieJar();
   const hops: Hop[] = [];
@@ -192,7 +197,7 @@ export async function followRedirects(
     const headers: Record<string, string> = { ...(i === 0 ? options.headers : {}) };
     const cookie = jar.header(url);
     if (cookie) headers.cookie = cookie;
-    const response = await fetch(url, { redirect: 'manual', headers });
+    const response = await (options.fetch ?? manualFetch)(url, { headers });
     jar.store(url, response);
     const location = response.headers.get('location');
     if (response.status < 300 || response.status >= 400 || !location) {

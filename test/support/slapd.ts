@@ -4,10 +4,10 @@
 // rootdn; stopped with SIGTERM.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Attribute, Change, Client } from 'ldapts';
+import { freePort } from './free-port.js';
 
 export const SUFFIX = 'dc=example,dc=org';
 export const ROOT_DN = `cn=admin,${SUFFIX}`;
@@ -64,16 +64,6 @@ export function ldapOverrides(slapd: Slapd, extra: Record<string, unknown> = {})
 export const userDn = (uid: string) => `uid=${uid},${PEOPLE}`;
 export const groupDn = (cn: string) => `cn=${cn},${GROUPS}`;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -124,7 +124,7 @@ export class StaticMqttAccess implements MqttAccess {
     if (cert) {
       for (const record of this.users.values()) {
         const u = record.user;
-        if (u.certificateFingerprints?.includes(cert.fingerprint256) || (u.certificateByCommonName && u.username === cert.commonName)) {
+        if ((cert.fingerprint256 !== undefined && u.certificateFingerprints?.includes(cert.fingerprint256)) || (u.certificateByCommonName && u.username === cert.commonName)) {
           return this.principal(record, 'certificate');
         }
       }

@@ -19,6 +19,10 @@ const pages: [path: string, heading: string][] = [
   ['/mapping', 'Protocol mapping'],
   ['/rules', 'Rule sandbox'],
   ['/topics', 'Topic explorer'],
+  ['/services', 'Services'],
+  ['/services/line-3?new=1', 'New service line-3'],
+  ['/clients', 'MQTT clients'],
+  ['/audit', 'Audit trail'],
   ['/account', 'Your account'],
   ['/mapping/unknown', 'Page not found'],
 ];

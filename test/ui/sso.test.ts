@@ -2,6 +2,7 @@
 // same form as a local user; the SSO button appears when the identity provider is enabled, goes
 // through a real OpenID provider (oidc-provider) and lands back with the token in the fragment,
 // which the page takes and removes; an error the redirect carries is shown on the sign-in page.
+// SSO runs on the HTTPS origin (the default redirect URI): that browser trusts the gateway CA.
 import { expect } from 'chai';
 import { startGateway, type TestGateway } from '../support/harness.js';
 import { startOidcProvider, type TestOidcProvider } from '../support/oidc-provider.js';
@@ -10,9 +11,9 @@ import { expectAccessible, screenshot, storageOf, useBrowser } from './support/b
 
 describe('web UI: LDAP and single sign-on', function () {
   this.timeout(40_000);
-  const b = useBrowser();
 
   describe('LDAP', () => {
+    const b = useBrowser();
     let slapd: Slapd;
     let gw: TestGateway;
     before(async () => {
@@ -60,7 +61,7 @@ describe('web UI: LDAP and single sign-on', function () {
       gw = await startGateway({
         overrides: { idp: { enabled: true, issuer: op.issuer, clientId: op.clientId, clientSecret: op.clientSecret, redirectUri: '', scopes: 'openid profile groups', groupsClaim: 'groups', adminUiUrl: '/' } },
       });
-      op.registerClient([`${gw.baseUrl}/api/idp/redirect`]);
+      op.registerClient([`${gw.httpsUrl}/api/idp/redirect`]);
       const admin = await gw.login();
       const role = await gw.api('POST', '/api/roles', {
         token: admin,
@@ -72,21 +73,23 @@ describe('web UI: LDAP and single sign-on', function () {
       await gw?.stop();
       await op?.stop();
     });
+    // After the gateway (and its CA) exist.
+    const b = useBrowser({ trustCaFile: () => gw.caFile });
 
     it('offers the SSO button, goes through the provider and lands back on the page asked for, signed in', async () => {
       const { page } = b;
       op.loginAs = 'sub-olga';
-      await page.goto(`${gw.baseUrl}/users`);
+      await page.goto(`${gw.httpsUrl}/users`);
       const sso = page.getByRole('link', { name: 'Sign in with single sign-on' });
       await sso.waitFor();
-      await page.waitForURL(`${gw.baseUrl}/signin?next=%2Fusers`);
+      await page.waitForURL(`${gw.httpsUrl}/signin?next=%2Fusers`);
       await expectAccessible(page, 'the sign-in page with SSO');
       await screenshot(page, 'sign-in-sso');
       await sso.click();
       await page.getByText('Signed in as olga').or(page.getByRole('heading', { name: 'Users', level: 1 })).first().waitFor();
       await page.getByRole('heading', { name: 'Users', level: 1 }).waitFor();
       // The token came in the fragment: gone from the address bar, kept in sessionStorage only.
-      expect(page.url()).to.equal(`${gw.baseUrl}/users`);
+      expect(page.url()).to.equal(`${gw.httpsUrl}/users`);
       const stored = await storageOf(page);
       expect(JSON.parse(stored.session['gatewayd.session']!).token).to.be.a('string');
       expect(stored.local).to.deep.equal({});
@@ -97,17 +100,27 @@ describe('web UI: LDAP and single sign-on', function () {
     it('shows the error a failed SSO redirect carries on the sign-in page', async () => {
       const { page } = b;
       op.loginAs = 'sub-nobody';
-      await page.goto(`${gw.baseUrl}/signin`);
+      await page.goto(`${gw.httpsUrl}/signin`);
       await page.getByRole('link', { name: 'Sign in with single sign-on' }).click();
       const alert = page.getByRole('alert');
       await alert.waitFor();
       expect(await alert.textContent()).to.match(/Single sign-on failed: .+/);
-      expect(page.url()).to.equal(`${gw.baseUrl}/signin`);
+      expect(page.url()).to.equal(`${gw.httpsUrl}/signin`);
       expect((await storageOf(page)).session['gatewayd.session']).to.equal(undefined);
 
-      await page.goto(`${gw.baseUrl}/#error=${encodeURIComponent('the provider said no')}`);
+      await page.goto(`${gw.httpsUrl}/#error=${encodeURIComponent('the provider said no')}`);
       await page.getByText('Single sign-on failed: the provider said no').waitFor();
       expect(new URL(page.url()).hash).to.equal('');
+    });
+
+    it('finishes on HTTPS a sign-on started on the plain port (loopback)', async () => {
+      const { page } = b;
+      op.loginAs = 'sub-olga';
+      await page.goto(`${gw.baseUrl}/signin`);
+      await page.getByRole('link', { name: 'Sign in with single sign-on' }).click();
+      await page.getByText('Signed in as olga').waitFor();
+      expect(new URL(page.url()).origin).to.equal(gw.httpsUrl);
+      expect(JSON.parse((await storageOf(page)).session['gatewayd.session']!).token).to.be.a('string');
     });
   });
 });

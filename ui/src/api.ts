@@ -19,6 +19,10 @@ export interface RequestOptions {
   query?: Query;
   /** Sent as is (multipart uploads). */
   form?: FormData;
+  /** A text body of another media type (a service file as YAML). */
+  text?: { body: string; type: string };
+  /** Extra request headers (Accept of a YAML answer). */
+  headers?: Record<string, string>;
   /** How to read a 2xx body (default: JSON when the server says so, else nothing). */
   as?: 'json' | 'blob';
   /** false for the calls that need no credential (login, mfa/login, auth/idp). */
@@ -70,13 +74,16 @@ async function errorOf(res: Response): Promise<ApiError> {
 const networkError = () => new ApiError(0, 'the gateway cannot be reached (network error); check the connection and try again');
 
 export async function api<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json' };
+  const headers: Record<string, string> = { accept: 'application/json', ...(options.headers ?? {}) };
   const usesSession = options.auth !== false && options.token === undefined;
   const token = options.auth === false ? undefined : (options.token ?? hooks.token());
   if (token) headers.authorization = `Bearer ${token}`;
   let body: BodyInit | undefined;
   if (options.form) body = options.form;
-  else if (options.body !== undefined) {
+  else if (options.text) {
+    body = options.text.body;
+    headers['content-type'] = options.text.type;
+  } else if (options.body !== undefined) {
     body = JSON.stringify(options.body);
     headers['content-type'] = 'application/json';
   }

@@ -6,6 +6,8 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { messageOf } from './api.js';
 import { ErrorBoundary, ErrorMessage, Loading } from './components/feedback.js';
 import { AccountPage } from './pages/account.js';
+import { AuditPage } from './pages/audit.js';
+import { ClientsPage } from './pages/clients.js';
 import { DevicesPage } from './pages/devices.js';
 import { MaintenancePage } from './pages/maintenance.js';
 import { MappingPage } from './pages/mapping.js';
@@ -13,6 +15,7 @@ import { OverviewPage } from './pages/overview.js';
 import { PermissionsPage } from './pages/permissions.js';
 import { RolePage, RolesPage } from './pages/roles.js';
 import { RulesPage } from './pages/rules.js';
+import { ServicesPage } from './pages/services.js';
 import { SignInPage } from './pages/sign-in.js';
 import { UserPage, UsersPage } from './pages/users.js';
 import { Link, location, match, navigate } from './router.js';
@@ -32,6 +35,8 @@ interface Route {
 
 /** The topic explorer is a chunk of its own (mqtt.js): loaded when the page is opened. */
 const loadTopics = () => import('./pages/topics.js').then((m) => m.TopicsPage);
+/** The service editor too (the YAML parser, mqtt.js for live values). */
+const loadServiceEditor = () => import('./pages/service-editor.js').then((m) => m.ServiceEditorPage);
 
 export const routes: Route[] = [
   { path: '/', title: 'Overview', page: OverviewPage, nav: { label: 'Overview' } },
@@ -43,8 +48,12 @@ export const routes: Route[] = [
   { path: '/devices', title: 'Devices', page: DevicesPage, nav: { label: 'Devices', needs: '/api/client-registry/status' } },
   { path: '/maintenance', title: 'Maintenance', page: MaintenancePage, nav: { label: 'Maintenance', needs: '/api/maintenance/db' } },
   { path: '/mapping', title: 'Protocol mapping', page: MappingPage, nav: { label: 'Mapping', needs: '/api/connections' } },
+  { path: '/services', title: 'Services', page: ServicesPage, nav: { label: 'Services', needs: '/api/services' } },
+  { path: '/services/:id', title: 'Service', load: loadServiceEditor },
   { path: '/rules', title: 'Rule sandbox', page: RulesPage, nav: { label: 'Rules', needs: '/api/rule-engine/transform' } },
   { path: '/topics', title: 'Topic explorer', load: loadTopics, nav: { label: 'Topics' } },
+  { path: '/clients', title: 'MQTT clients', page: ClientsPage, nav: { label: 'Clients', needs: '/api/broker/clients' } },
+  { path: '/audit', title: 'Audit trail', page: AuditPage, nav: { label: 'Audit', needs: '/api/audit' } },
   { path: '/account', title: 'Your account', page: AccountPage },
 ];
 

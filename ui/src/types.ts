@@ -149,3 +149,81 @@ export interface MappingResource {
   agentName?: string;
   [key: string]: unknown;
 }
+
+export interface AuditEvent {
+  id: string;
+  time: string;
+  action: string;
+  outcome: 'success' | 'failure';
+  actor?: { userId: string; username: string };
+  user?: string;
+  source?: string;
+  details: Record<string, unknown>;
+}
+export interface AuditPage {
+  items: AuditEvent[];
+  nextCursor?: string;
+}
+
+export interface DashboardSeries {
+  id: string;
+  label: string;
+  unit: 'count' | 'per-second' | 'bytes' | 'bytes-per-second' | 'percent';
+  values: (number | null)[];
+}
+export interface DashboardView {
+  intervalSeconds: number;
+  windowSeconds: number;
+  times: number[];
+  series: DashboardSeries[];
+}
+
+export interface ResourceType {
+  type: string;
+  schema: JsonSchema;
+}
+
+/** The parts of JSON Schema (draft 7) the service forms read. */
+export interface JsonSchema {
+  title?: string;
+  type?: string;
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  additionalProperties?: boolean | JsonSchema;
+  items?: JsonSchema;
+  enum?: (string | number | boolean)[];
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  maxLength?: number;
+  minItems?: number;
+  maxItems?: number;
+  pattern?: string;
+  definitions?: Record<string, JsonSchema>;
+  uniqueItems?: boolean;
+  oneOf?: JsonSchema[];
+}
+
+export interface ServiceProblem {
+  path: string;
+  message: string;
+}
+export interface ResourceChanges {
+  added: string[];
+  restarted: string[];
+  retargeted: string[];
+  removed: string[];
+  unchanged: string[];
+}
+export interface ServiceSummary {
+  id: string;
+  description?: string;
+  file: string;
+  state: 'applied' | 'refused';
+  problems: ServiceProblem[];
+  running: boolean;
+  resources: { connections: number; endpoints: number; mappings: number; servers: number; nodes: number };
+  modifiedAt: number;
+}

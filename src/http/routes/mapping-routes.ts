@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { BadRequestError, InternalError, NotFoundError, PolicyViolationError, isAppError } from '../../errors/errors.js';
 import type { Logger } from '../../log/index.js';
-import { RuleError, connectionSchema, endpointSchema, mappingSchema, serverSchema, type MappingRuntime, type MappingService, type OperationKind } from '../../mapping/index.js';
+import { RuleError, bridgeSchema, connectionSchema, endpointSchema, mappingSchema, serverSchema, sparkplugSchema, type MappingRuntime, type MappingService, type OperationKind } from '../../mapping/index.js';
 import type { RouteModule } from '../create-http-app.js';
 
 /**
@@ -17,6 +17,8 @@ export function mappingRoutes(deps: { mapping: MappingService; log: Logger }): R
     listMappings: () => [],
     listServers: () => [],
     listNodes: () => [],
+    listSparkplug: () => [],
+    listBridges: () => [],
     topics: () => ({ endpoints: [], mappings: [], nodes: [] }),
   };
 
@@ -73,6 +75,18 @@ export function mappingRoutes(deps: { mapping: MappingService; log: Logger }): R
     r.get('/api/nodes', answer('list nodes', (rt) => (rt ?? empty).listNodes()));
     r.get('/api/nodes/:id/state', answer('get node state', (rt, req) => need(rt, (x) => x.getNodeSet(req.params.id).currentState, notFound('Node set'))));
     r.get('/api/topics', answer('list topics', (rt) => (rt ?? empty).topics()));
+
+    // Bridges to upstream brokers (DESIGN §14; gatewayd additions outside the contract's 88).
+    r.get('/api/bridges/schema', answer('get bridge schema', () => bridgeSchema));
+    r.get('/api/bridges', answer('list bridges', (rt) => (rt ?? empty).listBridges()));
+    r.get('/api/bridges/:id', answer('get bridge', (rt, req) => need(rt, (x) => x.getBridge(req.params.id), notFound('Bridge'))));
+    r.put('/api/bridges/:id/operation', operate('update bridge', 'bridge'));
+
+    // Sparkplug B edge nodes (DESIGN §14; outside the contract's 88).
+    r.get('/api/sparkplug/schema', answer('get sparkplug schema', () => sparkplugSchema));
+    r.get('/api/sparkplug', answer('list sparkplug edge nodes', (rt) => (rt ?? empty).listSparkplug()));
+    r.get('/api/sparkplug/:id', answer('get sparkplug edge node', (rt, req) => need(rt, (x) => x.getSparkplug(req.params.id), notFound('Sparkplug edge node'))));
+    r.put('/api/sparkplug/:id/operation', operate('update sparkplug edge node', 'sparkplug'));
 
     r.post('/api/rule-engine/transform', async (req, res) => {
       const { input, transformation } = req.body as { input: unknown; transformation: string };

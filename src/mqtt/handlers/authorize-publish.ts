@@ -10,7 +10,8 @@
 // - MQTT 3.1.1: aedes closes the connection on a refusal; MQTT 5: a forbidden QoS 1/2 publish
 //   gets PUBACK/PUBREC 0x87 and the client stays.
 import type { Client } from 'aedes';
-import { allows, isSysTopic, storeCannotWrite, type BrokerContext } from '../broker-context.js';
+import { allows, storeCannotWrite, type BrokerContext } from '../broker-context.js';
+import { isSysTopic } from '../topic-rules.js';
 import { stateOf, type ClientState } from '../client-state.js';
 
 export type AuthorizePublishHook = (client: Client | null, packet: { topic: string; retain?: boolean }, callback: (error?: Error | null) => void) => void;

@@ -1,4 +1,4 @@
-export { createLmdbPersistence, LmdbPersistence, persistenceLimits } from './lmdb-persistence.js';
-export type { BrokerStateStats, LmdbPersistenceDeps, LmdbPersistenceLimits, PersistenceBroker } from './lmdb-persistence.js';
+export { createLmdbPersistence, DATABASES, LmdbPersistence, persistenceLimits } from './lmdb-persistence.js';
+export type { BrokerStateStats, SessionInfo, LmdbPersistenceDeps, LmdbPersistenceLimits, PersistenceBroker } from './lmdb-persistence.js';
 export { acknowledgeWhenDurable } from './durable-acks.js';
 export type { DurabilityBarrier } from './durable-acks.js';

@@ -41,6 +41,19 @@ export interface LmdbPersistenceDeps {
   now?: () => number;
 }
 
+/** A stored session as the broker admin API shows it. */
+export interface SessionInfo {
+  /** Messages waiting for the client (offline queue), and sent but not acknowledged yet. */
+  queued: number;
+  inflight: number;
+  /** Epoch ms; null while its client is connected. */
+  expiresAt: number | null;
+  expirySeconds: number;
+  /** The user id it belongs to ('' anonymous), when known. */
+  owner: string | undefined;
+  subscriptions: SubscriptionInput[];
+}
+
 export interface BrokerStateStats {
   /** Clients with persistent state (subscriptions, queued or in-flight messages, will). */
   sessions: number;
@@ -74,7 +87,8 @@ interface ClientRef {
 
 type WillPacket = Record<string, unknown> & { brokerId?: string; clientId?: string };
 
-const DATABASES = {
+/** Named databases of the store (src/mqtt/broker-admin.ts pages the sessions and retained ones read-only). */
+export const DATABASES = {
   retained: 'mqtt-retained',
   sessions: 'mqtt-sessions',
   subscriptions: 'mqtt-subscriptions',
@@ -419,14 +433,32 @@ export class LmdbPersistence {
     return expired.length;
   }
 
-  #wipe(session: Session): void {
+  #wipe(session: Session, expired = true): void {
     const state = this.#state;
     state.queuedTotal -= session.queued;
     state.queues.wipe(session);
     this.#dropIncoming(session);
     if (state.willBrokers.has(session.key)) this.#removeWill(session.key);
     state.sessions.remove(session);
-    this.#counters.sessionsExpired++;
+    if (expired) this.#counters.sessionsExpired++;
+  }
+
+  /** A client id's session for the broker admin API (src/mqtt/broker-admin.ts): what it holds, whose it is, when it ends. */
+  sessionInfo(clientId: string): SessionInfo | undefined {
+    if (this.#destroyed || !this.deps.store.isOpen()) return undefined;
+    const session = this.#state.sessions.get(clientId);
+    if (!session) return undefined;
+    const inflight = session.queueIndex?.byMessageId.size ?? 0;
+    return { queued: session.queued - inflight, inflight, expiresAt: session.expiresAt, expirySeconds: session.expirySeconds, owner: session.owner, subscriptions: this.#state.sessions.subscriptionsOf(clientId) };
+  }
+
+  /** Ends an offline client's session now, as the expiry sweep would (the admin API). False: none, or its client is connected. */
+  deleteSession(clientId: string): boolean {
+    if (this.#destroyed || !this.deps.store.isOpen()) return false;
+    const session = this.#state.sessions.get(clientId);
+    if (!session || this.#broker?.clients?.[clientId] !== undefined) return false;
+    this.#wipe(session, false);
+    return true;
   }
 
   /** Whether a session is stored for this client id (MQTT 3.1.1 sessionPresent: whether or not it holds subscriptions). */

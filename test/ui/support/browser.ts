@@ -1,8 +1,10 @@
 // Browser tests of the web UI: Debian's headless Chromium driven by playwright-core (pinned),
 // one browser per test file, a fresh context (cookies, sessionStorage) per test, against the
 // real daemon built by the test harness. A missing browser fails the tests: it never skips them.
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -15,11 +17,32 @@ const chromiumArgs = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-f
 const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 export const screenshotDir = join(repoRoot, 'docs/screenshots');
 
-export async function launchBrowser(): Promise<Browser> {
+/**
+ * `trustCaFile`: the one extra root the browser trusts (the gateway CA, for HTTPS). Chromium on
+ * Linux reads the user's NSS database, $HOME/.pki/nssdb: the browser gets a HOME of its own whose
+ * database holds that certificate as a trusted CA (certutil, Debian's libnss3-tools), so
+ * certificate checking stays fully on; nothing like --ignore-certificate-errors.
+ */
+export async function launchBrowser(options: { trustCaFile?: string; extraArgs?: string[] } = {}): Promise<Browser> {
   if (!existsSync(chromiumPath)) {
     throw new Error(`headless Chromium not found at ${chromiumPath}: install it (apt-get install chromium-headless-shell; .ci/run does) or set GATEWAYD_TEST_CHROMIUM`);
   }
-  return chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 30_000 });
+  const args = [...chromiumArgs, ...(options.extraArgs ?? [])];
+  if (!options.trustCaFile) return chromium.launch({ executablePath: chromiumPath, args, timeout: 30_000 });
+  const home = mkdtempSync(join(tmpdir(), 'gatewayd-browser-home-'));
+  try {
+    const db = `sql:${join(home, '.pki', 'nssdb')}`;
+    mkdirSync(join(home, '.pki', 'nssdb'), { recursive: true });
+    execFileSync('certutil', ['-N', '-d', db, '--empty-password'], { stdio: 'pipe' });
+    execFileSync('certutil', ['-A', '-d', db, '-n', 'gatewayd test CA', '-t', 'C,,', '-i', options.trustCaFile], { stdio: 'pipe' });
+  } catch (err) {
+    rmSync(home, { recursive: true, force: true });
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new Error('certutil not found: install it (apt-get install libnss3-tools; .ci/run does)');
+    throw err;
+  }
+  const browser = await chromium.launch({ executablePath: chromiumPath, args, timeout: 30_000, env: { ...process.env, HOME: home } });
+  browser.on('disconnected', () => rmSync(home, { recursive: true, force: true }));
+  return browser;
 }
 
 export interface BrowserSession {
@@ -35,8 +58,10 @@ export interface BrowserSession {
 /**
  * Mocha hooks for a test file: one browser for the file, one context and page per test.
  * After each test the page must not have logged a Content-Security-Policy violation or thrown.
+ * `trustCaFile`: the browser trusts that CA (see launchBrowser); register the hook that creates
+ * it (startGateway) before calling useBrowser in the same describe.
  */
-export function useBrowser(options: { viewport?: { width: number; height: number } } = {}): BrowserSession {
+export function useBrowser(options: { viewport?: { width: number; height: number }; trustCaFile?: () => string } = {}): BrowserSession {
   let browser: Browser | undefined;
   let context: BrowserContext | undefined;
   let page: Page | undefined;
@@ -61,7 +86,8 @@ export function useBrowser(options: { viewport?: { width: number; height: number
   };
   before(async function () {
     this.timeout(40_000);
-    browser = await launchBrowser();
+    // Read when the hook runs: after the describe's earlier hooks started the gateway and its CA.
+    browser = await launchBrowser(options.trustCaFile ? { trustCaFile: options.trustCaFile() } : {});
   });
   after(async () => {
     await browser?.close();
@@ -100,10 +126,10 @@ export function useBrowser(options: { viewport?: { width: number; height: number
 }
 
 /** The real daemon for a test file (test harness: temp data dir, port 0): started before its tests, stopped after. */
-export function useGateway(onStart: (gw: TestGateway) => void): void {
+export function useGateway(onStart: (gw: TestGateway) => void, overrides?: Record<string, unknown>): void {
   let gw: TestGateway | undefined;
   before(async () => {
-    gw = await startGateway();
+    gw = await startGateway(overrides ? { overrides } : {});
     onStart(gw);
   });
   after(async () => {

@@ -34,7 +34,7 @@ function describedBy(id: string, props: FieldProps): string | undefined {
 
 /** The input attributes the pages use (Preact's full input type is a union by `type`). */
 interface InputAttributes {
-  type?: 'text' | 'password' | 'search' | 'number' | 'email' | 'url';
+  type?: 'text' | 'password' | 'search' | 'number' | 'email' | 'url' | 'datetime-local';
   name?: string;
   required?: boolean;
   disabled?: boolean;

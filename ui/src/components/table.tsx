@@ -38,10 +38,13 @@ export function ExactSearch(props: { label: string; maxLength: number; applied: 
   );
 }
 
-/** `columns`: header texts; null for the (unlabelled) column of row actions. */
-export function Table(props: { columns: (string | null)[]; caption?: ComponentChildren; empty: ComponentChildren; rows: number; children: ComponentChildren }) {
+/**
+ * `columns`: header texts; null for the (unlabelled) column of row actions. `region`: a wide
+ * table that may scroll sideways on a tablet is a named region reachable by keyboard.
+ */
+export function Table(props: { columns: (string | null)[]; caption?: ComponentChildren; empty: ComponentChildren; rows: number; children: ComponentChildren; region?: string }) {
   return (
-    <div class="table-wrap">
+    <div class="table-wrap" {...(props.region ? { role: 'region', 'aria-label': props.region, tabIndex: 0 } : {})}>
       <table>
         {props.caption && <caption>{props.caption}</caption>}
         <thead>

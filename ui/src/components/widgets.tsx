@@ -62,13 +62,15 @@ export function PasswordRules(props: { password: string; token?: string }) {
   );
 }
 
-const goodStates = new Set(['connected', 'enabled']);
-const movingStates = new Set(['connecting', 'enabling', 'disconnecting', 'disabling']);
-const badStates = new Set(['reconnecting']);
+const goodStates = new Set(['connected', 'enabled', 'born']);
+const movingStates = new Set(['connecting', 'enabling', 'disconnecting', 'disabling', 'waitingForHost', 'waiting']);
+const badStates = new Set(['reconnecting', 'dead']);
+/** States whose API name is not a word (Sparkplug's waitingForHost). */
+const stateLabels: Record<string, string> = { waitingForHost: 'waiting for host' };
 
 export function StateBadge(props: { state: string }) {
   const kind = goodStates.has(props.state) ? 'good' : movingStates.has(props.state) ? 'moving' : badStates.has(props.state) ? 'bad' : 'off';
-  return <span class={`badge ${kind}`}>{props.state}</span>;
+  return <span class={`badge ${kind}`}>{stateLabels[props.state] ?? props.state}</span>;
 }
 
 export function formatDate(value: string | number | undefined): string {

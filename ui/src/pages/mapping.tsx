@@ -1,4 +1,4 @@
-// Protocol mapping: connections, endpoints, mappings, servers and node sets with their live
+// Protocol mapping: connections, endpoints, mappings, servers, node sets and bridges with their live
 // states (polled every 2 s while the tab is visible, so changes appear without a reload),
 // connect/disconnect and enable/disable with the result shown, and the JSON Schema of each kind.
 import type { ComponentChildren } from 'preact';
@@ -12,11 +12,12 @@ import { useAction, useAsync, usePoll } from '../hooks.js';
 import { Link } from '../router.js';
 import { can } from '../session.js';
 import type { MappingResource } from '../types.js';
+import { SparkplugSection, type SparkplugNodeView } from './sparkplug-nodes.js';
 
 const POLL_MS = 2000;
 
 interface Kind {
-  key: 'connections' | 'endpoints' | 'mappings' | 'servers' | 'nodes';
+  key: 'connections' | 'endpoints' | 'mappings' | 'servers' | 'nodes' | 'bridges';
   title: string;
   /** The operations PUT …/{id}/operation takes; node sets have none. */
   operations?: [on: string, off: string];
@@ -89,6 +90,33 @@ const kinds: Kind[] = [
     key: 'nodes',
     title: 'Node sets',
     columns: [{ title: 'Nodes', cell: (r) => String(((r.nodes as unknown[] | undefined) ?? []).length) }],
+  },
+  {
+    key: 'bridges',
+    title: 'Bridges',
+    operations: ['connect', 'disconnect'],
+    columns: [
+      {
+        title: 'Upstream',
+        cell: (r) => {
+          const remote = (r.remote ?? {}) as { connectedTo?: string; urls?: string[] };
+          return <code data-volatile>{remote.connectedTo ?? remote.urls?.join(', ') ?? '—'}</code>;
+        },
+      },
+      {
+        title: 'Queue',
+        cell: (r) => {
+          const q = (r.queue ?? {}) as { messages?: number; bytes?: number; oldestAgeSeconds?: number; dropped?: Record<string, number> };
+          const dropped = Object.values(q.dropped ?? {}).reduce((a, b) => a + b, 0);
+          return (
+            <span data-volatile>
+              {q.messages ?? 0} messages, {q.bytes ?? 0} bytes{q.messages ? `, oldest ${Math.round(q.oldestAgeSeconds ?? 0)} s` : ''}
+              {dropped ? `, ${dropped} dropped` : ''}
+            </span>
+          );
+        },
+      },
+    ],
   },
 ];
 
@@ -165,7 +193,7 @@ function ResourceSection(props: { kind: Kind; list: MappingResource[] | undefine
   );
 }
 
-const schemaKinds = ['connections', 'endpoints', 'mappings', 'servers'] as const;
+const schemaKinds = ['connections', 'endpoints', 'mappings', 'servers', 'bridges'] as const;
 
 function Schema(props: { kind: (typeof schemaKinds)[number] }) {
   const [open, setOpen] = useState(false);
@@ -200,17 +228,21 @@ export function MappingPage() {
     );
     return Object.fromEntries(entries) as Record<Kind['key'], { list?: MappingResource[]; error: unknown }>;
   }, []);
+  // Sparkplug edge nodes (src/sparkplug): their own view, polled with the rest.
+  const sparkplug = useAsync(async () => (can('read', '/api/sparkplug') ? api<SparkplugNodeView[]>('GET', '/api/sparkplug') : undefined), []);
+  usePoll(sparkplug.reload, POLL_MS);
   usePoll(lists.reload, POLL_MS);
   return (
     <section class="page">
       <h1>Protocol mapping</h1>
       <p class="hint">
-        States refresh every {POLL_MS / 1000} s. Resources come from the service files; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
+        States refresh every {POLL_MS / 1000} s. Resources come from the services: create and edit them on the <Link href="/services">services page</Link>; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
       </p>
       <ErrorMessage error={lists.error} />
       {visible.map((k) => (
         <ResourceSection key={k.key} kind={k} list={lists.data?.[k.key]?.list} error={lists.data?.[k.key]?.error ?? null} reload={lists.reload} />
       ))}
+      {can('read', '/api/sparkplug') && <SparkplugSection list={sparkplug.data} error={sparkplug.error} reload={sparkplug.reload} />}
       <section class="panel" aria-labelledby="schemas-title">
         <h2 id="schemas-title">Schemas</h2>
         <p class="hint">The JSON Schema each kind of resource's properties must follow in a service file.</p>

@@ -1,11 +1,12 @@
 // Live MQTT view (a chunk of its own: mqtt.js weighs ~100 KB gzipped and only this page needs it).
 // It connects to the broker's WebSocket endpoint /mqtt as the signed-in user, with the session
 // token as password, so it sees and may publish exactly what the broker allows that user.
-import mqtt, { type MqttClient } from 'mqtt/dist/mqtt.esm';
+import type { MqttClient } from 'mqtt/dist/mqtt.esm';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Notice } from '../components/feedback.js';
 import { Button, Checkbox, SelectField, TextArea, TextField } from '../components/forms.js';
+import { brokerUrl, connectAsSession, subscribeChecked } from '../mqtt-session.js';
 import { session } from '../session.js';
 import { TopicStore, type TopicNode } from './topic-store.js';
 
@@ -23,16 +24,8 @@ function refusedPublishResult(topic: string): { ok: false; text: string } {
   return { ok: false, text: `The broker closed the connection instead of accepting the message: you may not publish to “${topic}”. Reconnecting…` };
 }
 
-function brokerUrl(): string {
-  return `${window.location.protocol === 'https:' ? 'wss' : 'ws'}://${window.location.host}/mqtt`;
-}
-
-/** SUBACK 0x80 (or no answer) means the broker refused the filter: no read permission covers it. */
 function subscribeTo(c: MqttClient, f: string, setSubs: (update: (list: Subscription[]) => Subscription[]) => void): void {
-  c.subscribe(f, { qos: 1 }, (err, granted) => {
-    const refused = !!err || !granted?.length || granted[0]!.qos === 128;
-    setSubs((list) => list.map((x) => (x.filter === f ? { ...x, state: refused ? 'refused' : 'granted' } : x)));
-  });
+  subscribeChecked(c, f, (granted) => setSubs((list) => list.map((x) => (x.filter === f ? { ...x, state: granted ? 'granted' : 'refused' } : x))));
 }
 
 function Tree(props: { node: TopicNode; root?: boolean }) {
@@ -96,19 +89,7 @@ export function TopicsPage() {
     const connect = () => {
       setStatus({ kind: 'connecting', text: 'Connecting to the broker…' });
       // Our own reconnect (reconnectPeriod 0): a fresh client never re-sends a refused publish.
-      const c = mqtt.connect(brokerUrl(), {
-        username: s.username,
-        password: s.token,
-        clientId: `gatewayd-ui-${Math.random().toString(36).slice(2, 10)}`,
-        protocolVersion: 4,
-        clean: true,
-        // Native timers: mqtt.js's default runs them in a blob: worker, which the CSP forbids.
-        // Background tabs fire them at most once a minute, so the keepalive is 60 s.
-        timerVariant: 'native',
-        keepalive: 60,
-        connectTimeout: 10_000,
-        reconnectPeriod: 0,
-      });
+      const c = connectAsSession(s, 'gatewayd-ui');
       client.current = c;
       c.on('connect', () => {
         setStatus({ kind: 'connected', text: 'Connected to ', url: brokerUrl(), after: ` as ${s.username}.` });

@@ -1,0 +1,159 @@
+// The Sparkplug B edge node of the real daemon process on an upstream Mosquitto 2, where the
+// host is: kill -9 of the daemon and the host still learns of the death, because the NDEATH is
+// the will of the edge node's own MQTT session and Mosquitto sends it; the bdSeq in it is the
+// one of the NBIRTH before, and the next session's is one more (kept in the store). A SIGTERM
+// publishes the NDEATH itself and disconnects, so Mosquitto sends no will. The same holds through
+// a Bridge (via: !ref <Bridge>): the node's own session on the bridge's remote carries the will.
+import { expect } from 'chai';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { ADMIN_PASSWORD, GOOD_PASSWORD, startDaemonProcess, tempDir } from './support/harness.js';
+import { startMosquitto, type MosquittoBroker } from './support/mosquitto-broker.js';
+import { SparkplugHost, type SparkplugMessage } from './support/sparkplug-host.js';
+import { startModbusServer, type ModbusTestServer } from './mapping-support.js';
+
+const GROUP = 'site-b';
+const bdSeqOf = (m: SparkplugMessage) => m.payload.metrics.find((x) => x.name === 'bdSeq')?.longValue;
+
+describe('Sparkplug B edge node of the daemon process, on an upstream Mosquitto', function () {
+  this.timeout(90_000);
+  let mosquitto: MosquittoBroker;
+  let plc: ModbusTestServer;
+  let host: SparkplugHost;
+  let dataDir: string;
+  const dirs: string[] = [];
+  const children: ChildProcess[] = [];
+
+  const start = async (dir = dataDir) => {
+    const daemon = await startDaemonProcess(dir, { GATEWAYD_SET__MAPPING__SERVICES_DIR: join(dir, 'services') });
+    children.push(daemon.child);
+    return daemon;
+  };
+  /** A tank level (holding 0, the PLC of the test kit) as the one metric of a Sparkplug edge node. */
+  const tankService = (o: { edgeNodeId: string; runAs: string; via: string; resources?: string }) => `resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
+  level:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 0}, pollIntervalMs: 50}
+${o.resources ?? ''}  edge:
+    type: Sparkplug
+    properties:
+      groupId: ${GROUP}
+      edgeNodeId: ${o.edgeNodeId}
+      runAs: ${o.runAs}
+      keepaliveSeconds: 5
+      via: ${o.via}
+      devices: [{deviceId: tank, metrics: [{name: level, endpoint: !ref level, datatype: UInt16}]}]
+`;
+  const api = async (port: number, method: string, path: string, body?: unknown, contentType = 'application/json') => {
+    const auth = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { method, headers: { authorization: auth, 'content-type': contentType }, ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }) });
+    return { status: res.status, body: await res.text() };
+  };
+
+  before(async () => {
+    mosquitto = await startMosquitto();
+    plc = await startModbusServer();
+    plc.holding[0] = 42;
+    dataDir = tempDir();
+    mkdirSync(join(dataDir, 'services'));
+    host = await SparkplugHost.connect(mosquitto.url, GROUP, { protocolVersion: 4 });
+  });
+
+  after(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    await host?.end().catch(() => undefined);
+    await plc?.stop();
+    await mosquitto?.stop();
+    for (const dir of [dataDir, ...dirs]) if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('kill -9: Mosquitto sends the will, an NDEATH whose bdSeq is the NBIRTH\'s; the next session\'s bdSeq is one more; SIGTERM: the node\'s own NDEATH and no will', async () => {
+    const first = await start();
+    const http = first.ready.http as number;
+    const user = await api(http, 'POST', '/api/users', {
+      username: 'edge-up',
+      password: GOOD_PASSWORD,
+      identityProvider: 'local',
+      initialPermissions: [{ context: 'mqtt', operation: 'readWrite', resource: `spBv1.0/${GROUP}/+/gw-up/#` }],
+    });
+    expect(user.status, user.body).to.equal(201);
+    const service = tankService({ edgeNodeId: 'gw-up', runAs: 'edge-up', via: `{urls: ["${mosquitto.url}"]}` });
+    const put = await api(http, 'PUT', '/api/services/upstream', service, 'application/yaml');
+    expect(put.status, put.body).to.equal(201);
+
+    const nbirth = await host.until((m) => m.type === 'NBIRTH', 20_000);
+    const bdSeq = bdSeqOf(nbirth)!;
+    const dbirth = await host.until((m) => m.type === 'DBIRTH', 20_000, nbirth.index);
+    expect(dbirth.payload.metrics[0]).to.include({ name: 'level', datatype: 6, intValue: 42 });
+    const shown = JSON.parse((await api(http, 'GET', '/api/sparkplug/upstream.edge')).body);
+    expect(shown.via).to.deep.equal({ kind: 'remote', urls: [mosquitto.url] });
+    expect(shown.node).to.include({ state: 'born', server: mosquitto.url, bdSeq: Number(bdSeq) });
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const will = await host.until((m) => m.type === 'NDEATH', 20_000, dbirth.index);
+    expect(bdSeqOf(will)).to.equal(bdSeq);
+    expect(will.payload.seq).to.equal(undefined);
+    expect(will.qos).to.equal(1);
+
+    const second = await start();
+    const reborn = await host.until((m) => m.type === 'NBIRTH', 20_000, will.index);
+    const next = String((Number(bdSeq) + 1) % 256);
+    expect(bdSeqOf(reborn)).to.equal(next);
+    await host.until((m) => m.type === 'DBIRTH', 20_000, reborn.index);
+
+    second.child.kill('SIGTERM');
+    expect(await second.exited).to.equal(0);
+    const own = await host.until((m) => m.type === 'NDEATH', 20_000, reborn.index);
+    expect(bdSeqOf(own)).to.equal(next);
+    // A marker published after the daemon is gone arrives after anything Mosquitto would still send for it.
+    await host.client.publishAsync(`spBv1.0/${GROUP}/MARK/test`, 'x', { qos: 1 });
+    const mark = await host.until((m) => m.type === 'MARK', 10_000, own.index);
+    expect(host.messages.slice(own.index + 1, mark.index).filter((m) => m.type === 'NDEATH')).to.deep.equal([]);
+  });
+
+  it('via !ref <Bridge>: a session of the node\'s own on the bridge\'s remote; kill -9 and Mosquitto sends its NDEATH with the NBIRTH\'s bdSeq', async () => {
+    const dir = tempDir();
+    dirs.push(dir);
+    mkdirSync(join(dir, 'services'));
+    const daemon = await start(dir);
+    const http = daemon.ready.http as number;
+    const users = [
+      { username: 'edge-br', resource: `spBv1.0/${GROUP}/+/gw-br/#`, operation: 'readWrite' },
+      { username: 'bridge-up', resource: 'plant/#', operation: 'read' },
+    ];
+    for (const u of users) {
+      const res = await api(http, 'POST', '/api/users', { username: u.username, password: GOOD_PASSWORD, identityProvider: 'local', initialPermissions: [{ context: 'mqtt', operation: u.operation, resource: u.resource }] });
+      expect(res.status, res.body).to.equal(201);
+    }
+    const cloud = `  cloud:
+    type: Bridge
+    properties:
+      remote: {urls: ["${mosquitto.url}"], clientId: gw-br-bridge}
+      runAs: bridge-up
+      topics: [{pattern: "plant/#", direction: out, qos: 1}]
+`;
+    const service = tankService({ edgeNodeId: 'gw-br', runAs: 'edge-br', via: '!ref cloud', resources: cloud });
+    const from = host.messages.length;
+    const put = await api(http, 'PUT', '/api/services/bridged', service, 'application/yaml');
+    expect(put.status, put.body).to.equal(201);
+    const nbirth = await host.until((m) => m.type === 'NBIRTH' && m.edgeNodeId === 'gw-br', 20_000, from);
+    const dbirth = await host.until((m) => m.type === 'DBIRTH' && m.edgeNodeId === 'gw-br', 20_000, nbirth.index);
+    expect(dbirth.payload.metrics[0]).to.include({ name: 'level', datatype: 6, intValue: 42 });
+    const shown = JSON.parse((await api(http, 'GET', '/api/sparkplug/bridged.edge')).body);
+    expect(shown.via).to.deep.equal({ kind: 'bridge', bridgeId: 'bridged.cloud', urls: [mosquitto.url] });
+    expect(shown.node).to.include({ state: 'born', server: mosquitto.url, bdSeq: Number(bdSeqOf(nbirth)) });
+
+    daemon.child.kill('SIGKILL');
+    await daemon.exited;
+    const will = await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw-br', 20_000, dbirth.index);
+    expect(bdSeqOf(will)).to.equal(bdSeqOf(nbirth));
+    expect(will.payload.seq).to.equal(undefined);
+    expect(will.qos).to.equal(1);
+    expect(mosquitto.log()).to.match(/Client gatewayd-site-b-gw-br closed its connection|Client gatewayd-site-b-gw-br disconnected/);
+  });
+});

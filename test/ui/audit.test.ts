@@ -1,0 +1,90 @@
+// The audit page in a real browser: one's own sign-in and another user's refused grant found
+// with the filters, pages of the trail, and both exports (JSON lines and CSV) downloaded and
+// read back. axe at desktop and tablet width.
+import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
+import type { Page } from 'playwright-core';
+import type { TestGateway } from '../support/harness.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
+
+describe('web UI: audit trail', function () {
+  this.timeout(60_000);
+  const b = useBrowser();
+  let gw!: TestGateway;
+  useGateway((g) => (gw = g));
+
+  /** A delegate who may manage roles tries to give a role more than it holds itself: refused, audited. */
+  before(async () => {
+    const delegate = await gw.userWith([{ context: 'http', resource: '/api/roles/#', operation: 'readWrite' }], 'line-lead');
+    const refused = await gw.api('POST', '/api/roles', { token: delegate.token, body: { name: 'everything', isShared: true, permissions: [{ context: 'mqtt', resource: '#', operation: 'readWrite' }] } });
+    expect(refused.status).to.equal(403);
+  });
+
+  async function filter(page: Page, values: { user?: string; action?: string; outcome?: string }): Promise<void> {
+    await page.getByLabel('User').fill(values.user ?? '');
+    await page.getByLabel('Action').selectOption(values.action ?? '');
+    await page.getByLabel('Outcome').selectOption(values.outcome ?? '');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+  }
+
+  it("finds one's own sign-in and a refused grant, and exports them as JSON lines and CSV", async () => {
+    const { page } = b;
+    await signIn(page, gw.baseUrl, { path: '/audit' });
+    await page.getByRole('heading', { name: 'Audit trail', level: 1 }).waitFor();
+    const rows = page.locator('tbody tr');
+    await rows.filter({ has: page.locator('th', { hasText: 'grant refused' }) }).waitFor();
+    await screenshot(page, 'audit');
+
+    // One's own sign-in (the web UI's login), with the address it came from.
+    await filter(page, { user: 'admin', action: 'login' });
+    const login = rows.filter({ has: page.locator('th', { hasText: /^login$/ }) }).first();
+    await login.waitFor();
+    expect(await login.locator('td').nth(3).textContent()).to.equal('admin');
+    expect(await login.locator('td').nth(4).textContent()).to.equal('127.0.0.1');
+    expect(await login.textContent()).to.include('success');
+
+    // The refused grant: who tried, and what was missing.
+    await filter(page, { outcome: 'failure' });
+    const refusal = rows.filter({ has: page.locator('th', { hasText: 'grant refused' }) });
+    await refusal.waitFor();
+    expect(await refusal.locator('td').nth(2).textContent()).to.equal('line-lead');
+    expect(await refusal.textContent()).to.include('missing: mqtt readWrite #');
+    expect(await rows.filter({ hasText: 'success' }).count()).to.equal(0);
+    await expectAccessible(page, 'the audit page');
+
+    const jsonl = await download(page, 'Export JSON lines');
+    const events = jsonl.trim().split('\n').map((l) => JSON.parse(l) as { action: string; outcome: string; actor?: { username: string } });
+    expect(events.map((e) => e.action)).to.include('grant refused');
+    expect(events.every((e) => e.outcome === 'failure')).to.equal(true);
+    const csv = (await download(page, 'Export CSV')).trim().split('\n');
+    expect(csv[0]).to.equal('time,action,outcome,actor,user,source,details');
+    expect(csv.some((l) => l.includes('"grant refused","failure","line-lead"'))).to.equal(true);
+    await page.getByText(/events? exported as gatewayd-audit-.*\.csv/).waitFor();
+  });
+
+  it('pages through the trail newest first', async () => {
+    const { page } = b;
+    for (let i = 0; i < 55; i++) await gw.login();
+    await signIn(page, gw.baseUrl, { path: '/audit' });
+    const rows = page.locator('tbody tr');
+    await rows.nth(49).waitFor();
+    expect(await rows.count()).to.equal(50);
+    const firstTime = await rows.first().getAttribute('data-action');
+    expect(firstTime).to.equal('login');
+    await page.getByRole('button', { name: 'Older events' }).click();
+    await page.getByText('Page 2').waitFor();
+    expect(await rows.count()).to.be.above(0);
+    await page.getByRole('button', { name: 'Newer events' }).click();
+    await page.getByText('Page 1').waitFor();
+    await page.setViewportSize({ width: 768, height: 1024 });
+    const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+    expect(overflow).to.be.at.most(0);
+    await expectAccessible(page, 'the audit page on a tablet');
+  });
+});
+
+async function download(page: Page, button: string): Promise<string> {
+  const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: button }).click()]);
+  const path = await file.path();
+  return readFileSync(path, 'utf8');
+}

@@ -1,0 +1,67 @@
+// The overview's charts in a real browser: loaded as a chunk of their own with the overview
+// (not with the first page), and moving while a test publisher (mqtt.js, a real client of the
+// broker) runs — the messages-in chart's last value rises above zero and its line changes
+// without a reload. The gateway samples every second here (dashboard.intervalSeconds).
+import { expect } from 'chai';
+import { ADMIN_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
+import { connect, endAllClients } from '../support/mqtt-test-kit.js';
+import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+
+describe('web UI: dashboard', function () {
+  this.timeout(60_000);
+  const b = useBrowser();
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway({ overrides: { dashboard: { intervalSeconds: 1, windowSeconds: 3600 } } });
+  });
+  after(async () => {
+    await endAllClients();
+    await gw.stop();
+  });
+
+  it('draws the last hour on the overview, and the charts move while a publisher runs', async () => {
+    const { page, requests } = b;
+    await signIn(page, gw.baseUrl);
+    const messagesIn = page.locator('figure[data-series="messagesIn"]');
+    const clients = page.locator('figure[data-series="clients"]');
+    await messagesIn.waitFor();
+    expect(requests.some((u) => /\/assets\/dashboard-charts-[\w]+\.js$/.test(u))).to.equal(true);
+    for (const id of ['clients', 'messagesIn', 'messagesOut', 'bytesIn', 'bytesOut', 'dropped', 'loginFailures', 'cpu', 'rss', 'freeDisk']) {
+      expect(await page.locator(`figure[data-series="${id}"] svg[role="img"]`).getAttribute('aria-label'), id).to.match(/over the last hour: now /);
+    }
+
+    // The line as it is before anything is published (nothing yet, or a flat zero).
+    const lineBefore = (await messagesIn.locator('polyline').count()) ? await messagesIn.locator('polyline').last().getAttribute('points') : null;
+    const publisher = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
+    let sent = 0;
+    // Bursts of changing size, so the line has a shape.
+    const timer = setInterval(() => {
+      const burst = 1 + (Math.floor(sent / 150) % 4);
+      for (let i = 0; i < burst; i++) publisher.publish('line/3/press/temperature', String(20 + (sent++ % 10)), { qos: 0 });
+    }, 20);
+    try {
+      // The next samples carry the publisher: messages in per second above zero, one more client.
+      // A function, not a string: the page's CSP forbids eval.
+      const atLeast = ([id, min]: [string, number]) => {
+        const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(n: string): string | null } | null } }).document;
+        return Number(doc.querySelector(`figure[data-series="${id}"]`)?.getAttribute('data-last')) >= min;
+      };
+      await page.waitForFunction(atLeast, ['messagesIn', 0.01] as [string, number], { timeout: 20_000 });
+      await page.waitForFunction(atLeast, ['clients', 1] as [string, number], { timeout: 10_000 });
+      const lineAfter = await messagesIn.locator('polyline').last().getAttribute('points');
+      expect(lineAfter).to.not.equal(lineBefore);
+      expect(await clients.locator('.value').textContent()).to.match(/^\d+$/);
+      expect(await messagesIn.locator('.value').textContent()).to.match(/\/s$/);
+      await expectAccessible(page, 'the overview with its charts');
+      // A few seconds of history for the picture.
+      await page.waitForFunction(([id, n]: [string, number]) => {
+        const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(n: string): string | null } | null } }).document;
+        return Number(doc.querySelector(`figure[data-series="${id}"]`)?.getAttribute('data-samples')) >= n;
+      }, ['messagesIn', 6] as [string, number], { timeout: 20_000 });
+      await screenshot(page, 'dashboard');
+    } finally {
+      clearInterval(timer);
+      publisher.end();
+    }
+  });
+});

@@ -1,0 +1,107 @@
+// Sparkplug edge nodes on the mapping page in a real browser: a node waiting for its primary host,
+// born once the host's STATE says online (published by a real MQTT client), its device born with
+// the last metric values from the test kit's Modbus peer, disabled from the page. axe at desktop
+// width.
+import { expect } from 'chai';
+import { rmSync } from 'node:fs';
+import { startModbusServer, type ModbusTestServer } from '../mapping-support.js';
+import { ADMIN_PASSWORD, startGateway, tempDir, type TestGateway } from '../support/harness.js';
+import { connect, endAllClients } from '../support/mqtt-test-kit.js';
+import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+
+const service = (port: number) => `description: press 7 for the plant's SCADA
+resources:
+  plc:
+    type: Connection
+    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}, timeoutMs: 500}}
+  temperature:
+    type: Endpoint
+    properties: {connection: !ref plc, operation: read, address: {table: holding, address: 5}, pollIntervalMs: 200, transform: "$[0] / 10"}
+  edge:
+    type: Sparkplug
+    properties:
+      groupId: site-a
+      edgeNodeId: gw1
+      runAs: edge-gw1
+      primaryHostId: scada
+      birthWaitMs: 1000
+      devices:
+        - deviceId: press-7
+          metrics:
+            - {name: temperature, endpoint: !ref temperature, datatype: Float}
+`;
+
+describe('web UI: Sparkplug edge nodes', function () {
+  this.timeout(60_000);
+  const b = useBrowser();
+  let gw: TestGateway;
+  let peer: ModbusTestServer;
+  let dataDir: string;
+  before(async () => {
+    peer = await startModbusServer();
+    peer.holding[5] = 215;
+    dataDir = tempDir();
+    gw = await startGateway({ dataDir });
+    await gw.userWith(
+      [
+        { context: 'mqtt', operation: 'readWrite', resource: 'spBv1.0/site-a/+/gw1/#' },
+        { context: 'mqtt', operation: 'read', resource: 'spBv1.0/STATE/+' },
+      ],
+      'edge-gw1',
+    );
+    const admin = await gw.login();
+    const put = await gw.api('PUT', '/api/services/press', { token: admin, raw: service(peer.port), headers: { 'content-type': 'application/yaml' } });
+    expect(put.status, JSON.stringify(put.body)).to.equal(201);
+  });
+  after(async () => {
+    await endAllClients();
+    await gw.stop();
+    await peer.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('shows the node waiting for its host, then born with its device and metric values, and disables it', async () => {
+    const { page } = b;
+    await signIn(page, gw.baseUrl, { path: '/mapping' });
+    const node = page.locator('article[data-resource="press.edge"]');
+    await node.getByText('waiting for host', { exact: true }).waitFor({ timeout: 15_000 });
+    expect(await node.textContent()).to.include('primary host scada');
+
+    // The SCADA host comes online.
+    const host = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD, clientId: 'scada-host' });
+    await host.publishAsync('spBv1.0/STATE/scada', JSON.stringify({ online: true, timestamp: Date.now() }), { qos: 1, retain: true });
+    await node.locator('dd').nth(1).getByText('born', { exact: true }).waitFor({ timeout: 15_000 });
+    const device = node.locator('[data-device="press-7"]');
+    await device.getByText('born', { exact: true }).waitFor({ timeout: 15_000 });
+    const metric = device.locator('tr[data-metric="temperature"]');
+    await metric.locator('td.value code').filter({ hasText: '21.5' }).waitFor({ timeout: 10_000 });
+    expect(await metric.getByText('GOOD').count()).to.equal(1);
+    await expectAccessible(page, 'the mapping page with a Sparkplug node');
+    await screenshot(page, 'sparkplug');
+
+    await node.getByRole('button', { name: 'Disable press.edge' }).click();
+    await page.getByText(/disable press\.edge: target disabled, now (disabling|disabled)\./).waitFor();
+    await node.locator('dd').first().getByText('disabled', { exact: true }).waitFor({ timeout: 10_000 });
+    await node.getByRole('button', { name: 'Enable press.edge' }).click();
+    await node.locator('dd').nth(1).getByText('born', { exact: true }).waitFor({ timeout: 15_000 });
+    await host.endAsync();
+  });
+
+  it('edits the Sparkplug resource with the form its schema gives: nested devices and metrics, endpoint pickers, the kind of via', async () => {
+    const { page } = b;
+    await signIn(page, gw.baseUrl, { path: '/services/press' });
+    const edge = page.locator('[data-resource-name="edge"]');
+    await edge.waitFor();
+    expect(await edge.getByRole('textbox', { name: 'groupId (required)' }).inputValue()).to.equal('site-a');
+    expect(await edge.getByLabel('Kind of via').inputValue()).to.equal('0'); // text (local) rather than upstream settings
+    const metric = edge.locator('fieldset.item').filter({ hasText: 'metrics 1' }).last();
+    expect(await metric.getByRole('combobox', { name: 'endpoint (required)' }).inputValue()).to.equal('temperature');
+    expect(await metric.getByRole('combobox', { name: 'datatype (required)' }).inputValue()).to.equal('Float');
+    await expectAccessible(page, 'the service editor with a Sparkplug resource');
+    // Upstream settings instead of the embedded broker: the form offers the settings' fields.
+    await edge.getByLabel('Kind of via').selectOption('1');
+    await edge.getByRole('textbox', { name: 'urls (required)' }).waitFor();
+    await page.getByRole('button', { name: 'Check', exact: true }).click();
+    await page.getByRole('alert').filter({ hasText: 'resources.edge.properties.via' }).waitFor();
+  });
+});

@@ -1,0 +1,371 @@
+// One service in the browser (a chunk of its own, with the YAML parser and mqtt.js): a form per
+// resource built from the JSON Schema of its type (GET /api/resource-types), a YAML tab for the
+// whole file, "Check" (the dry run: every problem marked at its field), "Apply" (what restarted),
+// deletion, and the live values of its endpoints (live-values.tsx).
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { ApiError, api } from '../api.js';
+import { ConfirmButton } from '../components/dialog.js';
+import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
+import { Button, SelectField, TextArea, TextField } from '../components/forms.js';
+import { ObjectFields, fieldId, skeleton, type FormContext } from '../components/schema-form.js';
+import { useAction, useAsync } from '../hooks.js';
+import { Link, location, navigate } from '../router.js';
+import { can } from '../session.js';
+import type { JsonSchema, ResourceChanges, ResourceType, ServiceProblem, ServiceSummary } from '../types.js';
+import { LiveValues } from './live-values.js';
+import { serviceFormHints } from './service-form-hints.js';
+import { YamlError, documentToYaml, yamlToDocument, type ServiceDocument } from './service-yaml.js';
+
+const RESOURCE_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
+const YAML = 'application/yaml';
+
+interface Loaded {
+  types: ResourceType[];
+  doc: ServiceDocument;
+  text: string;
+  summary?: ServiceSummary;
+  /** The file on disk is not valid YAML: only the YAML tab works. */
+  unreadable?: string;
+}
+
+/** Where a problem is shown: a missing required property at that property's field. */
+function targetOf(p: ServiceProblem): string {
+  const missing = /required property '([^']+)'/.exec(p.message);
+  return missing ? (p.path ? `${p.path}.${missing[1]}` : missing[1]!) : p.path;
+}
+
+function problemMap(problems: ServiceProblem[]): Map<string, string[]> {
+  const map = new Map<string, string[]>();
+  for (const p of problems) {
+    const at = targetOf(p);
+    map.set(at, [...(map.get(at) ?? []), p.message]);
+  }
+  return map;
+}
+
+/** Focuses the field of a path, or the nearest enclosing one that is on the page. */
+function focusPath(path: string): void {
+  let p = path;
+  for (let i = 0; i < 20 && p; i++) {
+    const el = document.getElementById(fieldId(p));
+    if (el) {
+      el.scrollIntoView({ block: 'center' });
+      (el.matches('input, select, textarea') ? el : (el.querySelector<HTMLElement>('input, select, textarea') ?? el)).focus();
+      return;
+    }
+    p = p.replace(/(\.[^.[\]]+|\[\d+\])$/, '');
+  }
+}
+
+function describeChanges(c: ResourceChanges, dryRun: boolean): string {
+  const part = (what: string, ids: string[]) => (ids.length ? `${what} ${ids.join(', ')}` : '');
+  const text = [part(dryRun ? 'would add' : 'added', c.added), part(dryRun ? 'would restart' : 'restarted', c.restarted), part(dryRun ? 'would retarget' : 'retargeted', c.retargeted), part(dryRun ? 'would stop' : 'stopped', c.removed)]
+    .filter(Boolean)
+    .join('; ');
+  return text || (dryRun ? 'nothing would change' : 'nothing changed');
+}
+
+function ProblemSummary(props: { problems: ServiceProblem[] }) {
+  if (!props.problems.length) return null;
+  return (
+    <div class="alert error" role="alert">
+      <strong>
+        {props.problems.length} problem{props.problems.length === 1 ? '' : 's'} (each marked at its field):
+      </strong>
+      <ul>
+        {props.problems.map((p, i) => (
+          <li key={i}>
+            {p.path ? (
+              <a
+                href={`#${fieldId(targetOf(p))}`}
+                onClick={(e) => {
+                  e.preventDefault();
+                  focusPath(targetOf(p));
+                }}
+              >
+                <code>{p.path}</code>
+              </a>
+            ) : null}{' '}
+            {p.message}
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+function AddResource(props: { types: ResourceType[]; existing: string[]; onAdd: (name: string, type: ResourceType) => void }) {
+  const [type, setType] = useState(props.types[0]?.type ?? '');
+  const [name, setName] = useState('');
+  const [touched, setTouched] = useState(false);
+  const invalid = !RESOURCE_NAME.test(name) ? 'A letter, then letters, digits, _ or -.' : props.existing.includes(name) ? 'This service has a resource of that name.' : undefined;
+  return (
+    <form
+      class="inline add-resource"
+      aria-label="Add a resource"
+      onSubmit={(e) => {
+        e.preventDefault();
+        setTouched(true);
+        const t = props.types.find((x) => x.type === type);
+        if (invalid || !t) return;
+        props.onAdd(name, t);
+        setName('');
+        setTouched(false);
+      }}
+    >
+      <SelectField label="Type of the new resource" value={type} onValue={setType} options={props.types.map((t) => t.type)} />
+      <TextField label="Name of the new resource" value={name} onValue={setName} maxLength={128} invalid={touched ? invalid : undefined} />
+      <Button type="submit">Add resource</Button>
+    </form>
+  );
+}
+
+function ResourcePanel(props: { name: string; type: string; schema: JsonSchema | undefined; properties: Record<string, unknown>; ctx: Omit<FormContext, 'root'>; onChange: (p: Record<string, unknown>) => void; onRemove: () => void }) {
+  const base = `resources.${props.name}`;
+  const own = ['', '.type', '.properties'].flatMap((s) => props.ctx.problems.get(`${base}${s}`) ?? []);
+  const titleId = `${fieldId(base)}-title`;
+  return (
+    <section class="panel resource" id={fieldId(base)} aria-labelledby={titleId} data-resource-name={props.name}>
+      <div class="row">
+        <h3 class="grow" id={titleId}>
+          {props.name} <span class="badge off">{props.type}</span>
+        </h3>
+        <Button class="small" variant="plain" onClick={props.onRemove} aria-label={`Remove resource ${props.name}`}>
+          Remove resource
+        </Button>
+      </div>
+      {own.map((m, i) => (
+        <p class="invalid" key={i}>
+          {m}
+        </p>
+      ))}
+      {props.schema ? (
+        <ObjectFields schema={props.schema} value={props.properties} path={`${base}.properties`} ctx={{ ...props.ctx, root: props.schema }} onChange={props.onChange} />
+      ) : (
+        <p class="hint">The gateway knows no resource type {props.type}: edit it in the YAML tab.</p>
+      )}
+    </section>
+  );
+}
+
+async function load(id: string, isNew: boolean): Promise<Loaded> {
+  const types = await api<ResourceType[]>('GET', '/api/resource-types');
+  const summaries = await api<ServiceSummary[]>('GET', '/api/services');
+  const summary = summaries.find((s) => s.id === id);
+  if (!summary) {
+    if (!isNew) throw new ApiError(404, `There is no service ${id}.`);
+    return { types, doc: { resources: {} }, text: '' };
+  }
+  const text = await api<string>('GET', `/api/services/${encodeURIComponent(id)}`, { headers: { accept: YAML } });
+  try {
+    return { types, summary, doc: yamlToDocument(text), text };
+  } catch (err) {
+    return { types, summary, doc: { resources: {} }, text, unreadable: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+export function ServiceEditorPage(props: { params: Record<string, string> }) {
+  const id = props.params.id!;
+  const isNew = location.value.query.get('new') === '1';
+  const loaded = useAsync(() => load(id, isNew), [id]);
+  if (loaded.error) {
+    return (
+      <section class="page">
+        <h1>Service {id}</h1>
+        <ErrorMessage error={loaded.error} />
+        <p>
+          <Link href="/services">Back to the services</Link>
+        </p>
+      </section>
+    );
+  }
+  if (!loaded.data) return <Loading what={`service ${id}`} />;
+  return <Editor id={id} loaded={loaded.data} />;
+}
+
+function Editor(props: { id: string; loaded: Loaded }) {
+  const { id, loaded } = props;
+  const [doc, setDoc] = useState<ServiceDocument>(loaded.doc);
+  const [text, setText] = useState(loaded.text);
+  const [tab, setTab] = useState<'form' | 'yaml'>(loaded.unreadable ? 'yaml' : 'form');
+  // Which representation holds the last edit: the other one is regenerated from it on a tab switch.
+  const [edited, setEdited] = useState<'form' | 'yaml' | null>(null);
+  const [problems, setProblems] = useState<ServiceProblem[]>([]);
+  const [summary, setSummary] = useState<ServiceSummary | undefined>(loaded.summary);
+  const [version, setVersion] = useState(0);
+  const action = useAction();
+  const mayWrite = can('write', `/api/services/${id}`);
+  const exists = summary !== undefined;
+
+  const schemas = useMemo(() => new Map(loaded.types.map((t) => [t.type, t.schema])), [loaded.types]);
+  const problemsByPath = useMemo(() => problemMap(problems), [problems]);
+  const resources = Object.entries(doc.resources ?? {});
+  const ctx = { problems: problemsByPath, resources: resources.map(([name, r]) => ({ name, type: r.type, properties: r.properties ?? {} })), hints: serviceFormHints };
+  useEffect(() => {
+    document.title = `Service ${id} · gatewayd`;
+  }, [id]);
+
+  const editDoc = (next: ServiceDocument) => {
+    setDoc(next);
+    setEdited('form');
+  };
+  /** The current file: the YAML text when it holds the last edit (comments kept), else the form's document. */
+  const body = (): { text: { body: string; type: string } } | { body: ServiceDocument } => (tab === 'yaml' || edited === 'yaml' ? { text: { body: text, type: YAML } } : { body: doc });
+
+  const switchTo = (next: 'form' | 'yaml') => {
+    if (next === tab) return;
+    if (next === 'yaml' && edited === 'form') setText(documentToYaml(doc));
+    if (next === 'form' && edited === 'yaml') {
+      try {
+        setDoc(yamlToDocument(text));
+      } catch (err) {
+        setProblems(err instanceof YamlError ? err.problems : [{ path: '', message: String(err) }]);
+        return;
+      }
+    }
+    setEdited(null);
+    setTab(next);
+  };
+
+  const check = () =>
+    action.run(async () => {
+      const result = await api<{ valid: boolean; problems: ServiceProblem[]; changes?: ResourceChanges }>('POST', `/api/services/${encodeURIComponent(id)}/validate`, body());
+      setProblems(result.problems);
+      // The problems are the answer (the summary above, each marked at its field).
+      if (!result.valid) return;
+      return `No problem found: applying ${describeChanges(result.changes!, true)}.`;
+    });
+
+  const apply = () =>
+    action.run(async () => {
+      try {
+        const result = await api<{ service?: ServiceSummary; changes: ResourceChanges }>('PUT', `/api/services/${encodeURIComponent(id)}`, body());
+        setProblems([]);
+        setSummary(result.service);
+        setVersion((v) => v + 1);
+        if (location.value.query.get('new')) navigate(`/services/${encodeURIComponent(id)}`, { replace: true });
+        return `Applied: ${describeChanges(result.changes, false)}.`;
+      } catch (err) {
+        if (err instanceof ApiError && err.errors?.length) setProblems(err.errors);
+        throw err;
+      }
+    });
+
+  const tabButton = (key: 'form' | 'yaml', label: string) => (
+    <button type="button" role="tab" id={`tab-${key}`} aria-selected={tab === key} aria-controls={`panel-${key}`} tabIndex={tab === key ? 0 : -1} onClick={() => switchTo(key)}>
+      {label}
+    </button>
+  );
+
+  return (
+    <section class="page service-editor">
+      <p>
+        <Link href="/services">Services</Link> / {id}
+      </p>
+      <h1>
+        {exists ? 'Service' : 'New service'} {id}
+      </h1>
+      {summary && (
+        <p>
+          <span class={`badge ${summary.state === 'applied' ? 'good' : 'bad'}`}>{summary.state}</span> file <code>{summary.file}</code>
+          {summary.running ? ' · running' : ''}
+        </p>
+      )}
+      {loaded.unreadable && <ErrorMessage error={new Error(`The file is not valid YAML (${loaded.unreadable}); correct it in the YAML tab.`)} />}
+      <div
+        class="tabs"
+        role="tablist"
+        aria-label="Edit as"
+        onKeyDown={(e) => {
+          if (e.key === 'ArrowRight' || e.key === 'ArrowLeft') {
+            const next = tab === 'form' ? 'yaml' : 'form';
+            switchTo(next);
+            document.getElementById(`tab-${next}`)?.focus();
+          }
+        }}
+      >
+        {tabButton('form', 'Resources')}
+        {tabButton('yaml', 'YAML')}
+      </div>
+      <ProblemSummary problems={problems} />
+
+      {tab === 'form' ? (
+        // Keyed: Preact must not reuse one panel's controls for the other (a maxLength removed from a reused textarea becomes 0).
+        <div key="form" role="tabpanel" id="panel-form" aria-labelledby="tab-form">
+          <TextArea label="Description" value={doc.description ?? ''} rows={2} maxLength={4096} onValue={(v) => editDoc({ ...doc, description: v || undefined })} />
+          {doc.parameters && Object.keys(doc.parameters).length > 0 && (
+            <p class="hint">
+              Parameters (edit them in the YAML tab; a field takes one as <code>!ref name</code>):{' '}
+              {Object.entries(doc.parameters).map(([k, p]) => (
+                <code key={k}>
+                  {k} = {JSON.stringify(p.default)}{' '}
+                </code>
+              ))}
+            </p>
+          )}
+          {resources.length === 0 && <p class="hint">No resource yet: add a connection first, then its endpoints.</p>}
+          {resources.map(([name, r]) => (
+            <ResourcePanel
+              key={name}
+              name={name}
+              type={r.type}
+              schema={schemas.get(r.type)}
+              properties={r.properties ?? {}}
+              ctx={ctx}
+              onChange={(p) => editDoc({ ...doc, resources: { ...doc.resources, [name]: { ...r, properties: p } } })}
+              onRemove={() => {
+                const next = { ...doc.resources };
+                delete next[name];
+                editDoc({ ...doc, resources: next });
+              }}
+            />
+          ))}
+          {mayWrite && <AddResource types={loaded.types} existing={resources.map(([n]) => n)} onAdd={(name, t) => editDoc({ ...doc, resources: { ...doc.resources, [name]: { type: t.type, properties: skeleton(t.schema) } } })} />}
+        </div>
+      ) : (
+        <div key="yaml" role="tabpanel" id="panel-yaml" aria-labelledby="tab-yaml">
+          <TextArea
+            label="Service file (YAML)"
+            class="yaml"
+            rows={24}
+            value={text}
+            onValue={(v) => {
+              setText(v);
+              setEdited('yaml');
+            }}
+            hint="The whole file as it is stored: comments are kept when you apply from here."
+          />
+        </div>
+      )}
+
+      <div class="actions editor-actions">
+        {can('write', `/api/services/${id}/validate`) && (
+          <Button busy={action.busy} onClick={() => void check()}>
+            Check
+          </Button>
+        )}
+        {mayWrite && (
+          <Button variant="primary" busy={action.busy} onClick={() => void apply()}>
+            Apply
+          </Button>
+        )}
+        {mayWrite && exists && (
+          <ConfirmButton
+            label="Delete service"
+            title={`Delete service ${id}`}
+            question={<p>Its file is deleted and its resources stop.</p>}
+            confirmLabel="Delete service"
+            onConfirm={async () => {
+              await api('DELETE', `/api/services/${encodeURIComponent(id)}`);
+              navigate('/services');
+            }}
+          />
+        )}
+      </div>
+      {tab === 'form' && mayWrite && <p class="hint">Applying from this tab writes the file anew from the form (without comments).</p>}
+      {action.done && <Notice kind="success">{action.done}</Notice>}
+      {action.error && !(action.error instanceof ApiError && action.error.errors?.length && problems.length) ? <ErrorMessage error={action.error} /> : null}
+      {exists && <LiveValues serviceId={id} version={version} />}
+    </section>
+  );
+}
