@@ -40,4 +40,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.GATEWAYD_HTTP_PORT||8080)+'/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # The same Node flags as npm start and the systemd unit (README "Footprint").
-CMD ["node", "--max-semi-space-size=2", "--optimize-for-size", "dist/src/main.js"]
+CMD ["node", "dist/src/main.js"]

@@ -194,7 +194,7 @@ async function startChild(kind: Kind): Promise<BrokerProcess> {
 }
 
 /** Connects, waits for the CONNACK, disconnects (forcibly, as a device that drops off). Returns ms to CONNACK. */
-function connectOnce(port: number): Promise<number> {
+export function connectOnce(port: number, username = USERNAME, password = PASSWORD): Promise<number> {
   const t0 = performance.now();
   const client = mqtt.connect({
     host: '127.0.0.1',
@@ -204,8 +204,8 @@ function connectOnce(port: number): Promise<number> {
     connectTimeout: 60_000,
     clean: true,
     clientId: `c-${Math.random().toString(16).slice(2, 14)}`,
-    username: USERNAME,
-    password: PASSWORD,
+    username,
+    password,
   });
   return new Promise((resolve, reject) => {
     client.once('connect', () => {
@@ -219,7 +219,7 @@ function connectOnce(port: number): Promise<number> {
   });
 }
 
-interface ConnectRound {
+export interface ConnectRound {
   cpuUsPerConnect: number;
   p50Ms: number;
   p99Ms: number;
@@ -227,23 +227,28 @@ interface ConnectRound {
 }
 
 /** CONNECTS connects with CONCURRENCY in flight (bounded by the count). */
-async function round(broker: BrokerProcess): Promise<ConnectRound> {
+function round(broker: BrokerProcess): Promise<ConnectRound> {
+  return connectRound(broker.port, () => broker.cpuUs());
+}
+
+/** `CONNECTS` password connects, `CONCURRENCY` in flight: broker CPU (µs, from `cpuUs`) per connect, CONNACK latency. */
+export async function connectRound(port: number, cpuUs: () => Promise<number>, username = USERNAME, password = PASSWORD): Promise<ConnectRound> {
   const latencies: number[] = [];
   let started = 0;
-  const c0 = await broker.cpuUs();
+  const c0 = await cpuUs();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (started < CONNECTS) {
         started++;
-        latencies.push(await connectOnce(broker.port));
+        latencies.push(await connectOnce(port, username, password));
       }
     }),
   );
   const wall = performance.now() - t0;
   // Let the broker finish the disconnects it was sent (their cost belongs to this round).
   await new Promise((resolve) => setTimeout(resolve, 100));
-  const c1 = await broker.cpuUs();
+  const c1 = await cpuUs();
   latencies.sort((a, b) => a - b);
   return { cpuUsPerConnect: (c1 - c0) / CONNECTS, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99), connectsPerSec: (CONNECTS * 1000) / wall };
 }

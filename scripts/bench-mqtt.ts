@@ -144,7 +144,7 @@ async function runBrokerWorker(kind: BrokerKind): Promise<void> {
 
 // ------------------------------------------------------------------ client side
 
-function connectClient(port: number, options: IClientOptions = {}): Promise<MqttClient> {
+export function connectClient(port: number, options: IClientOptions = {}): Promise<MqttClient> {
   const client = mqtt.connect({
     host: '127.0.0.1',
     port,
@@ -176,7 +176,7 @@ function percentile(values: Float64Array, count: number, p: number): number {
   return sorted[Math.min(count - 1, Math.floor((p / 100) * count))]!;
 }
 
-interface FlowResult {
+export interface FlowResult {
   msgsPerSec: number;
   p99Ms: number;
   /** Broker-thread CPU time per delivered message, microseconds. */
@@ -184,7 +184,7 @@ interface FlowResult {
 }
 
 /** Reads the broker thread's CPU time (ns). */
-type CpuProbe = () => Promise<number>;
+export type CpuProbe = () => Promise<number>;
 
 /**
  * `pairs` publisher→subscriber pairs on one broker; subscriber i subscribes bench/<i>/+/v
@@ -192,7 +192,7 @@ type CpuProbe = () => Promise<number>;
  * WINDOW_PER_PAIR messages between publish and receipt. The clients stay connected between
  * measured rounds so that rounds of different brokers can be interleaved.
  */
-class Flow {
+export class Flow {
   private readonly subs: MqttClient[] = [];
   private readonly pubs: MqttClient[] = [];
   private readonly inflight: number[];
@@ -291,7 +291,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;

@@ -95,3 +95,19 @@ export async function startBenchGateway(options: BenchGatewayOptions): Promise<B
     },
   };
 }
+
+/** The environment of a daemon process on `dataDir` for a benchmark: loopback, free ports, that admin password. */
+export function daemonEnv(dataDir: string, adminPassword: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    GATEWAYD_DATA_DIR: dataDir,
+    GATEWAYD_HOST: '127.0.0.1',
+    GATEWAYD_HTTP_PORT: '0',
+    GATEWAYD_HTTPS_PORT: '0',
+    GATEWAYD_MQTT_PORT: '0',
+    GATEWAYD_MQTTS_PORT: '0',
+    GATEWAYD_ADMIN_PASSWORD: adminPassword,
+    GATEWAYD_SET__MAPPING__SERVICESDIR: join(dataDir, 'services'),
+    ...extra,
+  };
+}

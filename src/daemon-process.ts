@@ -1,9 +1,8 @@
-import v8 from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from './config/index.js';
 import { createLogger } from './log/index.js';
 import { createDaemon } from './daemon.js';
 import { isStorageFailure } from './store/index.js';
+import { collectWhenIdle, releaseYoungGeneration } from './heap-footprint.js';
 import { resumeOptimizer } from './start-up-tiering.js';
 import { wireGateway } from './wiring.js';
 
@@ -73,27 +72,6 @@ export async function main(): Promise<void> {
     startupMs: Math.round(Number(process.hrtime.bigint() - startedAt) / 1e6),
   });
   resumeOptimizer();
-  setTimeout(collectStartupGarbage, STARTUP_GC_DELAY_MS).unref();
-}
-
-const STARTUP_GC_DELAY_MS = 1000;
-
-/**
- * Start-up leaves about 10 MiB of garbage and free V8 pages (parsed configuration and API
- * document, module loading, the config validator) that an idle gateway would keep committed for
- * good: V8 collects when JavaScript allocates, and an idle daemon hardly does. Two full
- * collections, once, a second after ready, return them (README "Footprint"): the first frees,
- * and often leaves the old generation's pages a quarter empty; the second then compacts them
- * (about 5 MiB more, measured). Node exposes gc() only behind --expose-gc; the flag set at run
- * time shows it in a new context.
- */
-function collectStartupGarbage(): void {
-  try {
-    v8.setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
-    gc();
-    gc();
-  } catch {
-    // Only memory is at stake: never let this disturb the daemon.
-  }
+  releaseYoungGeneration();
+  collectWhenIdle();
 }

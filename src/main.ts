@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // The entry of the daemon process. It stays this small on purpose: V8's optimizing compiler is
-// paused before the daemon's modules are even loaded (loading them is most of the start-up
-// work), and daemon-process.ts turns it back on at ready (README "Footprint").
+// paused, and its young generation held at its initial size, before the daemon's modules are even
+// loaded (loading them is most of the start-up work); daemon-process.ts undoes both at ready
+// (README "Footprint").
 import { pathToFileURL } from 'node:url';
+import { holdYoungGeneration } from './heap-footprint.js';
 import { pauseOptimizer } from './start-up-tiering.js';
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   pauseOptimizer();
+  holdYoungGeneration();
   const { main } = await import('./daemon-process.js');
   await main();
 }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ConcurrencyLimiter, DecisionCache, TokenBucket, boundOutgoingQueues, limitPacketSize, varIntSize } from '../src/mqtt/limits.js';
+import { ConcurrencyLimiter, DecisionCache, TokenBucket, boundOutgoingQueues } from '../src/mqtt/limits.js';
 
 describe('mqtt limits', function () {
   it('ConcurrencyLimiter runs at most N jobs and serves the rest in FIFO order', function () {
@@ -109,14 +109,6 @@ describe('mqtt limits', function () {
       for (const t of ['a', 'b', 'c', 'd', `new${round}`]) if (cache.lookup(t) === undefined) cache.store(t, true);
       expect(cache.bypassed).to.equal(false);
     }
-  });
-
-  it('varIntSize matches the MQTT remaining-length encoding', function () {
-    expect([0, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152, 268_435_455].map(varIntSize)).to.deep.equal([1, 1, 2, 2, 3, 3, 4, 4]);
-  });
-
-  it('limitPacketSize refuses a parser without the expected hooks', function () {
-    expect(limitPacketSize({}, 1024, () => {})).to.equal(false);
   });
 
   it('boundOutgoingQueues counts enqueued and cleared messages per session', async function () {

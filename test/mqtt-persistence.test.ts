@@ -385,6 +385,51 @@ describe('mqtt persistence: LMDB broker state', function () {
       expect(p.stats().sessions).to.equal(0);
     });
 
+    it('a clean start discards the QoS 2 packets the client had not released, also those stored before a restart [MQTT-3.1.2-4]', async () => {
+      let p = expiring();
+      await p.setup(broker);
+      const client = { id: 'qos2-device', clean: false, version: 5, sessionExpiryInterval: 3600 };
+      connectClient(client);
+      const publish = (messageId: number) => ({ cmd: 'publish', topic: 'in', payload: Buffer.from(`m${messageId}`), qos: 2, messageId });
+      await p.incomingStorePacket(client, publish(1));
+      await p.incomingStorePacket(client, publish(1)); // a retransmission: still one
+      await p.incomingStorePacket(client, publish(2));
+      await p.incomingDelPacket(client, { messageId: 2 }); // released
+      await p.incomingStorePacket(client, publish(3));
+      disconnectClient(client);
+      p = await restart(p, { now: () => now, limits: { sessionExpirySeconds: 7 * 24 * 3600 } });
+      await p.setup(broker);
+      expect((await p.incomingGetPacket(client, { messageId: 1 })).payload).to.deep.equal(Buffer.from('m1'));
+      // aedes asks cleanSubscriptions at every clean start: a new packet 1 must not pass for a retransmission.
+      await p.cleanSubscriptions(client);
+      for (const messageId of [1, 3]) {
+        let found = true;
+        await p.incomingGetPacket(client, { messageId }).catch(() => (found = false));
+        expect(found, `packet ${messageId}`).to.equal(false);
+      }
+    });
+
+    it('sweeps retained messages past their Message Expiry Interval, also after a restart', async () => {
+      let p = expiring();
+      await p.setup(broker);
+      const message = (topic: string, messageExpiry?: number) => ({ cmd: 'publish', topic, payload: Buffer.from(topic), qos: 0, retain: true, ...(messageExpiry ? { messageExpiry } : {}) });
+      await p.storeRetained(message('r/soon', now + 1000));
+      await p.storeRetained(message('r/later', now + 60_000));
+      await p.storeRetained(message('r/never'));
+      await p.storeRetained(message('r/renewed', now + 1000));
+      await p.storeRetained(message('r/renewed')); // the newer message has no expiry
+      p = await restart(p, { now: () => now, limits: { sessionExpirySeconds: 7 * 24 * 3600 } });
+      await p.setup(broker);
+      now += 2000;
+      p.sweepExpiredSessions();
+      const topics = async () => (await list<{ topic: string }>(p.createRetainedStream('r/#'))).map((r) => r.topic).sort();
+      expect(await topics()).to.deep.equal(['r/later', 'r/never', 'r/renewed']);
+      expect(p.stats().retainedMessages).to.equal(3);
+      now += 60_000;
+      p.sweepExpiredSessions();
+      expect(await topics()).to.deep.equal(['r/never', 'r/renewed']);
+    });
+
     it('starts the expiry of a session whose client was connected when the process died at the next start', async () => {
       let p = expiring();
       await p.setup(broker);

@@ -279,7 +279,8 @@ describe('mqtt broker transports and limits', function () {
     it('lets a reboot storm of 1,000 clients all in, with at most maxConcurrentAuth checks at once', async function () {
       this.timeout(60_000);
       tb = await startBroker(access, certs, { maxConcurrentAuth: 8 });
-      access.authDelayMs = 2;
+      // Each check takes long enough that the 1,000 arrivals fill every slot while it runs.
+      access.authDelayMs = 20;
       const port = tb.port;
       const clients = await Promise.all(
         Array.from({ length: 1000 }, (_, i) => connect(port, login('writer', 'writer-pw', { clientId: `storm-${i}`, connectTimeout: 30_000 }))),

@@ -10,7 +10,12 @@ import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
 import type { PreConnectHook } from './handlers/pre-connect.js';
 import { boundOutgoingQueues } from './limits.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
-import { installSessionPresentFlag } from './session-present.js';
+import { topicMatches } from './persistence/topic-filter.js';
+import { stateOf } from './client-state.js';
+import { holdReplayToQuota } from './mqtt5/flow-control.js';
+import { SharedSubscriptions } from './mqtt5/shared-subscriptions.js';
+import { publishWillsWithoutWillDelay } from './mqtt5/will-messages.js';
+import { installOutboundPackets } from './outbound-packets.js';
 
 export interface AedesHooks {
   preConnect: PreConnectHook;
@@ -56,13 +61,19 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
     authorizeForward: hooks.authorizeForward,
   });
   ctx.aedes = aedes;
+  // sessionPresent, MQTT 5 topic aliases, maximum packet size and flow control (outbound-packets.ts).
+  if (!installOutboundPackets()) ctx.log.warn('mqtt-packet has an unexpected shape: sessionPresent is 0 for a returning session without subscriptions; MQTT 5 clients get no topic aliases, and their maximum packet size and receive maximum are not respected');
+  installMqtt5(ctx, aedes);
   if (persistence && store) {
     // A QoS 1/2 publisher gets its PUBACK/PUBREC once the message is on disk.
-    acknowledgeWhenDurable(aedes, persistence);
+    // A publish a bridge taps is held too: the bridge stores it before it calls back.
+    acknowledgeWhenDurable(aedes, {
+      writeMark: () => persistence.writeMark(),
+      whenDurable: (mark) => persistence.whenDurable(mark),
+      writesFor: (packet) => persistence.writesFor(packet) || ctx.tapFilters.some((filter) => topicMatches(filter, packet.topic)),
+    });
     // A restore swapped the store: the broker state is the backup's.
     store.onReopen(() => persistence.reload());
-    // sessionPresent 1 for a returning session without subscriptions too (session-present.ts).
-    if (!installSessionPresentFlag()) ctx.log.warn('mqtt-packet has an unexpected shape: a returning session without subscriptions gets sessionPresent 0');
   } else {
     // The LMDB persistence bounds its queues itself (mqtt.maxQueuedMessages); aedes' in-memory one does not.
     const bound = boundOutgoingQueues((aedes as unknown as { persistence: unknown }).persistence, ctx.cfg.maxQueuedMessages, () => {
@@ -71,4 +82,18 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
     if (!bound) ctx.log.warn('aedes persistence has an unexpected shape: outgoing queues are not bounded');
   }
   return aedes;
+}
+
+/** The MQTT 5 features that live on the aedes instance (mqtt5/; per connection: handlers/pre-connect.ts). */
+function installMqtt5(ctx: BrokerContext, aedes: Aedes): void {
+  publishWillsWithoutWillDelay(aedes);
+  const shared = new SharedSubscriptions(aedes);
+  shared.install();
+  ctx.shared = shared;
+  const persistence = (aedes as unknown as { persistence: Parameters<typeof holdReplayToQuota>[0] }).persistence;
+  holdReplayToQuota(
+    persistence,
+    (client) => stateOf(client as never)?.mqtt5?.quota,
+    (client) => (client as { connected?: boolean }).connected === true,
+  );
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../log/logger.js';
 import { newCounters, newRefusalCounts, type BrokerCounters, type RefusalReason } from './broker-stats.js';
 import type { BrokerOptions } from './broker-options.js';
 import type { MqttAccess, MqttPrincipal } from './mqtt-access.js';
+import type { SharedSubscriptions } from './mqtt5/shared-subscriptions.js';
 import type { LmdbPersistence } from './persistence/index.js';
 
 export interface BrokerContext {
@@ -20,8 +21,15 @@ export interface BrokerContext {
   aedes: Aedes | undefined;
   /** The LMDB persistence, when the broker has a store and mqtt.persistence.enabled. */
   persistence: LmdbPersistence | undefined;
+  /** The shared subscription groups of the aedes instance, set with it. */
+  shared: SharedSubscriptions | undefined;
   /** stop() was called: no new connection, upgrade or data-plane call is taken. */
   stopping: boolean;
+  /**
+   * The filters of the data plane's taps (one entry per tap): a client's QoS 1/2 publish that
+   * matches one is held for its acknowledgement like a publish that writes (a bridge stores it).
+   */
+  readonly tapFilters: string[];
 }
 
 export function createBrokerContext(options: BrokerOptions): BrokerContext {
@@ -34,7 +42,9 @@ export function createBrokerContext(options: BrokerOptions): BrokerContext {
     refusalsByReason: newRefusalCounts(),
     aedes: undefined,
     persistence: undefined,
+    shared: undefined,
     stopping: false,
+    tapFilters: [],
   };
 }
 

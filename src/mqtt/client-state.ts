@@ -1,6 +1,8 @@
 import type { Client } from 'aedes';
 import { DecisionCache, TokenBucket } from './limits.js';
 import type { MqttPrincipal } from './mqtt-access.js';
+import type { Mqtt5Connection } from './mqtt5/mqtt5-connection.js';
+import type { OverlappingSubscriptions } from './mqtt5/overlapping-subscriptions.js';
 
 export type Transport = 'tcp' | 'tls' | 'ws';
 
@@ -19,6 +21,12 @@ export class ClientState {
   refusalCounted = false;
   /** The CONNECT asked to resume its session (clean session 0 / clean start 0). */
   resumeRequested = false;
+  /** The session it resumes exists: its CONNACK says sessionPresent (session-present.ts). */
+  sessionPresent = false;
+  /** What the MQTT 5 features of this connection need (mqtt5/); undefined for MQTT 3.1/3.1.1. */
+  mqtt5: Mqtt5Connection | undefined = undefined;
+  /** One delivery per message when its subscriptions overlap (mqtt5/overlapping-subscriptions.ts). */
+  overlap: OverlappingSubscriptions | undefined = undefined;
   /** Since when the client publishes faster than its allowance (undefined: it does not). */
   overLimitSince: number | undefined;
   /** Its socket is not read until its allowance has a token again. */

@@ -6,14 +6,14 @@ import type { Duplex } from 'node:stream';
 import type { BrokerContext } from './broker-context.js';
 import { ClientState, stateOf, type GatewayClient, type Transport } from './client-state.js';
 import { recordRefusal } from './connect-refusals.js';
-import { limitPacketSize } from './limits.js';
+import { watchInboundPackets } from './inbound-packets.js';
 import type { SessionRegistry } from './session-registry.js';
 
 export class Connections {
   private readonly sockets = new Set<net.Socket>();
   /** Bytes of connections already closed (live ones are read from their sockets). */
   private readonly closedBytes = { received: 0, sent: 0 };
-  private parserHookMissingLogged = false;
+  private inboundHookMissingLogged = false;
 
   constructor(
     private readonly ctx: BrokerContext,
@@ -40,16 +40,16 @@ export class Connections {
     }
     const client = aedes.handle(conn, req) as GatewayClient;
     client.gatewayd = new ClientState(transport, remote, ctx.cfg.maxPublishesPerSecond);
-    const limited = limitPacketSize(client._parser, ctx.cfg.maxPacketSizeBytes, (bytes, cmd) => {
-      ctx.counters.oversizeDisconnects++;
-      ctx.log.info('mqtt packet too large, disconnecting', { clientId: client.id ?? undefined, remote, bytes, cmd, limit: ctx.cfg.maxPacketSizeBytes });
-    });
-    if (!limited && !this.parserHookMissingLogged) {
-      this.parserHookMissingLogged = true;
-      ctx.log.warn('mqtt-packet parser has an unexpected shape: maxPacketSizeBytes is not enforced');
+    if (!watchInboundPackets(client) && !this.inboundHookMissingLogged) {
+      this.inboundHookMissingLogged = true;
+      ctx.log.warn('aedes client parser has an unexpected shape: shared subscriptions and MQTT 5 flow control are off');
     }
     this.answerUnsupportedVersion(client, conn);
-    conn.once('close', () => this.sessions.forget(client));
+    conn.once('close', () => {
+      this.sessions.forget(client);
+      client.gatewayd?.mqtt5?.closed();
+      ctx.shared?.forget(client as never);
+    });
   }
 
   /** Bytes received and sent on all connections so far. */

@@ -65,12 +65,22 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
         handler(packet.topic, payloadOf(packet), packet.properties);
         cb();
       }),
-    tap: (filter, handler) =>
-      listen(ctx, filter, (packet, cb) => {
+    tap: (filter, handler) => {
+      const unlisten = listen(ctx, filter, (packet, cb) => {
         const message: TappedPublish = { topic: packet.topic, payload: payloadOf(packet), qos: packet.qos, retain: packet.retain };
         if (packet.properties) message.properties = packet.properties;
         handler(message, cb);
-      }),
+      });
+      // The durable-ack gate holds a matching publisher's PUBACK until the tap called back.
+      ctx.tapFilters.push(filter);
+      let tapped = true;
+      return () => {
+        if (!tapped) return;
+        tapped = false;
+        ctx.tapFilters.splice(ctx.tapFilters.indexOf(filter), 1);
+        unlisten();
+      };
+    },
   };
 }
 

@@ -114,7 +114,8 @@ export class TokenBucket {
  * again after.
  */
 export class DecisionCache {
-  private readonly map = new Map<string, boolean>();
+  /** Made at the first decision stored (a client that only subscribes never needs its write cache). */
+  private map: Map<string, boolean> | undefined;
   private misses = 0;
   private hits = 0;
   /** Lookups still to answer "unknown" without consulting the map (topics do not repeat). */
@@ -123,7 +124,7 @@ export class DecisionCache {
   constructor(private readonly size: number) {}
 
   get entries(): number {
-    return this.map.size;
+    return this.map?.size ?? 0;
   }
 
   /** True while the cache is skipped because its topics did not repeat. */
@@ -136,7 +137,7 @@ export class DecisionCache {
       this.bypass--;
       return undefined;
     }
-    const decision = this.map.get(topic);
+    const decision = this.map?.get(topic);
     if (decision === undefined) this.misses++;
     else this.hits++;
     return decision;
@@ -144,6 +145,7 @@ export class DecisionCache {
 
   store(topic: string, decision: boolean): void {
     if (this.bypass > 0) return;
+    this.map ??= new Map();
     if (this.map.size < this.size) {
       this.map.set(topic, decision);
     } else if (this.misses > 4 * this.size) {
@@ -159,55 +161,11 @@ export class DecisionCache {
   }
 
   clear(): void {
-    this.map.clear();
+    this.map?.clear();
     this.misses = 0;
     this.hits = 0;
     this.bypass = 0;
   }
-}
-
-/** Bytes the MQTT "remaining length" variable byte integer takes for `length`. */
-export function varIntSize(length: number): number {
-  return length < 128 ? 1 : length < 16_384 ? 2 : length < 2_097_152 ? 3 : 4;
-}
-
-/** The part of mqtt-packet's Parser (v9) that the size limit hooks into. */
-interface MqttPacketParser {
-  packet: { length: number; cmd?: string };
-  _parseLength(): boolean;
-  _emitError(err: Error): void;
-}
-
-function isParser(value: unknown): value is MqttPacketParser {
-  const p = value as Partial<MqttPacketParser> | null;
-  return !!p && typeof p._parseLength === 'function' && typeof p._emitError === 'function';
-}
-
-/**
- * Makes one connection's mqtt-packet parser refuse a packet whose total size (fixed header +
- * remaining length) exceeds `maxBytes` as soon as the length field is read, before the body is
- * buffered. Aedes 1.x creates its parser without a size limit (and mqtt-packet 9 has no such
- * option), so a client could otherwise make the broker buffer up to 256 MiB per packet.
- * The parser error makes Aedes close the connection. Returns false when the parser does not
- * have the expected shape (a changed dependency), so the caller can log it once.
- */
-export function limitPacketSize(parser: unknown, maxBytes: number, onOversize: (bytes: number, cmd: string) => void): boolean {
-  if (!isParser(parser)) return false;
-  const parseLength = parser._parseLength;
-  parser._parseLength = function limitedParseLength(this: MqttPacketParser): boolean {
-    const done = parseLength.call(this);
-    if (done) {
-      const length = this.packet.length;
-      const total = 1 + varIntSize(length) + length;
-      if (total > maxBytes) {
-        onOversize(total, this.packet.cmd ?? 'unknown');
-        this._emitError(new Error(`packet of ${total} bytes exceeds the limit of ${maxBytes} bytes`));
-        return false;
-      }
-    }
-    return done;
-  };
-  return true;
 }
 
 /** The promise half of the aedes-persistence interface that the queue bound wraps. */

@@ -6,6 +6,7 @@ import type { Client } from 'aedes';
 import type { BrokerContext } from './broker-context.js';
 import { stateOf, type GatewayClient } from './client-state.js';
 import type { MqttPrincipal } from './mqtt-access.js';
+import { keepQueueOfResumedSession } from './mqtt5/session-resume.js';
 import { markSessionPresent } from './session-present.js';
 
 /** Persistent-session owners remembered (clientId → userId), oldest dropped beyond this. */
@@ -48,7 +49,8 @@ export class SessionRegistry {
     const st = stateOf(client);
     // Decided once the client is admitted and before aedes reads the session (authenticate is the
     // first step of its connect sequence); session-present.ts puts the flag into the CONNACK.
-    if (st?.resumeRequested && this.ctx.persistence?.resumeSession(client.id)) markSessionPresent(client.conn);
+    if (st?.resumeRequested && this.ctx.persistence?.resumeSession(client.id)) markSessionPresent(st);
+    keepQueueOfResumedSession(client, st?.resumeRequested === true);
     if (client.clean) {
       this.sessionOwners.delete(client.id);
       return;

@@ -9,11 +9,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import mqtt, { type IClientOptions, type IConnackPacket, type IPublishPacket, type MqttClient } from 'mqtt';
+import mqttPacket from 'mqtt-packet';
 import { loadConfig } from '../../src/config/index.js';
 import type { GatewayConfig } from '../../src/config/config-schema.js';
 import { createLogger } from '../../src/log/logger.js';
 import { createBroker, type Broker, type BrokerOptions } from '../../src/mqtt/index.js';
+import { openStore } from '../../src/store/index.js';
 import type { StaticMqttAccess } from './static-mqtt-access.js';
 
 const run = promisify(execFile);
@@ -208,9 +210,17 @@ export function connect(port: number, options: IClientOptions = {}): Promise<Mqt
   return connectUrl(undefined, clientOptions(port, options));
 }
 
+/** The CONNACK that accepted a client of connect()/connectUrl(). */
+const connacks = new WeakMap<MqttClient, IConnackPacket>();
+
+export function connackPacket(client: MqttClient): IConnackPacket | undefined {
+  return connacks.get(client);
+}
+
 export function connectUrl(url: string | undefined, options: IClientOptions): Promise<MqttClient> {
   const client = url ? mqtt.connect(url, options) : mqtt.connect(options);
   openClients.add(client);
+  client.once('connect', (packet: IConnackPacket) => connacks.set(client, packet));
   return new Promise((resolve, reject) => {
     const onError = (err: Error) => {
       cleanup();
@@ -457,4 +467,108 @@ export async function connackOf(port: number, options: IClientOptions = {}): Pro
   } finally {
     await client.endAsync(true).catch(() => undefined);
   }
+}
+
+/** A raw MQTT connection (mqtt-packet on a socket): for what mqtt.js would not send or answer by itself. */
+export interface RawMqttClient {
+  /** Every packet received so far, in order. */
+  received: mqttPacket.Packet[];
+  send(packet: mqttPacket.Packet): void;
+  /** Resolves with the next received packet of this type (already received ones count, once each). */
+  next(cmd: mqttPacket.Packet['cmd'], ms?: number): Promise<mqttPacket.Packet>;
+  /** Resolves when the broker closed the connection. */
+  closed: Promise<void>;
+  end(): void;
+}
+
+export async function rawClient(port: number, connectPacket: Omit<mqttPacket.IConnectPacket, 'cmd'>): Promise<RawMqttClient> {
+  const protocolVersion = connectPacket.protocolVersion ?? 4;
+  const socket = net.connect(port, '127.0.0.1');
+  socket.setNoDelay(true);
+  socket.on('error', () => {});
+  const parser = mqttPacket.parser({ protocolVersion });
+  const received: mqttPacket.Packet[] = [];
+  const taken = new Set<mqttPacket.Packet>();
+  const waiters: Array<{ cmd: string; resolve: (p: mqttPacket.Packet) => void }> = [];
+  parser.on('packet', (packet) => {
+    received.push(packet);
+    const i = waiters.findIndex((w) => w.cmd === packet.cmd);
+    if (i >= 0) {
+      taken.add(packet);
+      waiters.splice(i, 1)[0]!.resolve(packet);
+    }
+  });
+  socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const client: RawMqttClient = {
+    received,
+    send: (packet) => {
+      socket.write(mqttPacket.generate(packet, { protocolVersion }));
+    },
+    next(cmd, ms = 5000) {
+      const seen = received.find((p) => p.cmd === cmd && !taken.has(p));
+      if (seen) {
+        taken.add(seen);
+        return Promise.resolve(seen);
+      }
+      return withTimeout(new Promise<mqttPacket.Packet>((resolve) => waiters.push({ cmd, resolve })), ms, `no ${cmd}`);
+    },
+    closed,
+    end: () => socket.destroy(),
+  };
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', () => resolve());
+    socket.once('error', reject);
+  });
+  client.send({ cmd: 'connect', protocolId: 'MQTT', clean: true, keepalive: 0, ...connectPacket, protocolVersion } as mqttPacket.IConnectPacket);
+  await client.next('connack');
+  return client;
+}
+
+/** The PUBLISH packets a client received, in order; `until(n)` waits for the n-th in total. */
+export function publishInbox(client: MqttClient): { packets: IPublishPacket[]; until(n: number, ms?: number): Promise<void> } {
+  const packets: IPublishPacket[] = [];
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  client.on('message', (_topic, _payload, packet) => {
+    packets.push(packet);
+    for (const w of [...waiters]) if (packets.length >= w.n) waiters.splice(waiters.indexOf(w), 1) && w.resolve();
+  });
+  return {
+    packets,
+    until(n, ms = 5000) {
+      if (packets.length >= n) return Promise.resolve();
+      return withTimeout(new Promise<void>((resolve) => waiters.push({ n, resolve })), ms, `${n} messages not received (${packets.length})`);
+    },
+  };
+}
+
+/**
+ * A test broker on a real LMDB store in a fresh temp dir (the daemon's broker state), for one
+ * test: `restart()` stops it and starts another on the same store (a new port), `close()` ends
+ * the clients, the broker and the store and removes the dir.
+ */
+export async function brokerOnStore(
+  prefix: string,
+  access: StaticMqttAccess,
+  certs: Certs,
+  config: Partial<GatewayConfig['mqtt']> = {},
+): Promise<{ tb: TestBroker; restart(): Promise<TestBroker>; close(): Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  const store = openStore({ dir });
+  const fixture = {
+    tb: await startBroker(access, certs, config, { store }),
+    async restart() {
+      await endAllClients();
+      await fixture.tb.stop();
+      fixture.tb = await startBroker(access, certs, config, { store });
+      return fixture.tb;
+    },
+    async close() {
+      await endAllClients();
+      await fixture.tb.stop();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return fixture;
 }

@@ -36,8 +36,41 @@ export interface AuthenticateDeps {
   sessions: SessionRegistry;
 }
 
+/**
+ * Deadlines of the authentications running: one timer for all of them, sweeping twice per
+ * timeout, instead of a timer set and cleared per connect (a connect storm's cost).
+ */
+class Deadlines {
+  private readonly running = new Map<object, { at: number; expire: () => void }>();
+  private sweep: NodeJS.Timeout | undefined;
+
+  constructor(private readonly timeoutMs: number) {}
+
+  add(key: object, expire: () => void): void {
+    this.running.set(key, { at: Date.now() + this.timeoutMs, expire });
+    if (this.sweep === undefined) {
+      this.sweep = setInterval(() => this.expire(), Math.max(10, Math.floor(this.timeoutMs / 2)));
+      this.sweep.unref();
+    }
+  }
+
+  delete(key: object): void {
+    this.running.delete(key);
+    if (this.running.size === 0 && this.sweep !== undefined) {
+      clearInterval(this.sweep);
+      this.sweep = undefined;
+    }
+  }
+
+  private expire(): void {
+    const now = Date.now();
+    for (const { at, expire } of [...this.running.values()]) if (at <= now) expire();
+  }
+}
+
 export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, sessions }: AuthenticateDeps): AuthenticateHook {
   const cfg = ctx.cfg;
+  const deadlines = new Deadlines(cfg.connectTimeoutMs);
   return (client, username, password, done) => {
     const st = stateOf(client);
     if (!st) return done(connackError(3, 'unknown connection'), null);
@@ -77,7 +110,7 @@ export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, s
       const finish = (err: unknown, principal?: MqttPrincipal) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        deadlines.delete(client);
         release();
         if (client.closed) return;
         if (err !== null || !principal) {
@@ -104,8 +137,7 @@ export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, s
         ctx.counters.connectsAccepted++;
         done(null, true);
       };
-      const timer = setTimeout(() => finish(new Error('authentication timed out')), cfg.connectTimeoutMs);
-      timer.unref();
+      deadlines.add(client, () => finish(new Error('authentication timed out')));
       try {
         ctx.access.authenticate(credentials).then(
           (principal) => finish(null, principal),

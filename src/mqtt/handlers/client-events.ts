@@ -1,5 +1,7 @@
-// aedes' client events: session bookkeeping, connect/disconnect logs, and the refusals aedes
-// decides itself before any hook (an unsupported protocol version, a malformed client id).
+// aedes' client events: session bookkeeping, connect/disconnect logs, the refusals aedes decides
+// itself before any hook (an unsupported protocol version, a malformed client id), and packets
+// above mqtt.maxPacketSizeBytes (aedes' maximumPacketSize: refused from the fixed header, before
+// the body is buffered; MQTT 5 clients get DISCONNECT 0x95).
 import type { Aedes } from 'aedes';
 import type { BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
@@ -23,10 +25,19 @@ export function watchClientEvents(ctx: BrokerContext, aedes: Aedes, sessions: Se
     sessions.unregistered(client);
     log.debug('mqtt client disconnected', { clientId: client.id, username: stateOf(client)?.principal?.username });
   });
+  const tooLarge = (client: { id?: string | null }, err: Error): boolean => {
+    const size = (err as { size?: unknown }).size;
+    if (typeof size !== 'number' || err.message !== 'packet too large') return false;
+    ctx.counters.oversizeDisconnects++;
+    log.info('mqtt packet too large, disconnecting', { clientId: client.id ?? undefined, remote: stateOf(client as never)?.remote, bytes: size, limit: ctx.cfg.maxPacketSizeBytes });
+    return true;
+  };
   aedes.on('clientError', (client, err) => {
+    if (tooLarge(client, err)) return;
     log.debug('mqtt client error', { clientId: client.id, username: stateOf(client)?.principal?.username, error: err.message });
   });
   aedes.on('connectionError', (client, err) => {
+    if (tooLarge(client, err)) return;
     const st = stateOf(client);
     const code = (err as { errorCode?: unknown }).errorCode;
     // Ours were counted where they were decided.

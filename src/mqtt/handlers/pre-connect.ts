@@ -11,12 +11,15 @@
 import type { Client } from 'aedes';
 import type { BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
+import { Mqtt5Connection, type ConnectProperties, type Mqtt5Options } from '../mqtt5/mqtt5-connection.js';
+import { OverlappingSubscriptions } from '../mqtt5/overlapping-subscriptions.js';
 
 export interface ConnectPacket {
   clientId?: string;
   clean?: boolean;
   keepalive?: number;
   protocolVersion?: number;
+  properties?: ConnectProperties;
 }
 
 export type PreConnectHook = (client: Client, packet: ConnectPacket, callback: (error: Error | null, success: boolean) => void) => void;
@@ -32,17 +35,31 @@ function setServerKeepAlive(client: Client, seconds: number): void {
 
 export function createPreConnect(ctx: BrokerContext): PreConnectHook {
   const cfg = ctx.cfg;
+  const mqtt5: Mqtt5Options = {
+    receiveMaximum: cfg.maxInflightMessages,
+    topicAliasMaximum: cfg.topicAliasMaximum,
+    maxQueuedMessages: cfg.maxQueuedMessages,
+    onQueueDrop: () => ctx.counters.queueDrops++,
+    onTooLarge: (bytes, limit) => ctx.log.debug('mqtt publish larger than the client accepts, not sent', { bytes, limit }),
+  };
   return (client, packet, callback) => {
     const st = stateOf(client);
     if (!st) return callback(new Error('unknown connection'), false);
+    // Before aedes restores or adds any subscription: the client's delivery functions are wrapped
+    // (flow control of MQTT 5, then the merge of overlapping subscriptions; mqtt5/).
+    if (st.overlap === undefined) {
+      if (packet.protocolVersion === 5) st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
+      st.overlap = new OverlappingSubscriptions(client as never);
+    }
     const clientId = packet.clientId ?? '';
     const maxKeepalive = cfg.maxKeepaliveSeconds;
     const keepalive = packet.keepalive ?? 0;
     if (Buffer.byteLength(clientId, 'utf8') > cfg.maxClientIdLength) {
       st.refuseCode = 2;
       st.refuseReason = `client id longer than ${cfg.maxClientIdLength} bytes`;
-    } else if (clientId === '' && packet.clean === false) {
-      st.refuseCode = 2; // [MQTT-3.1.3-8]
+    } else if (clientId === '' && packet.clean === false && packet.protocolVersion !== 5) {
+      // [MQTT-3.1.3-8] of 3.1.1; MQTT 5 assigns an id instead (a new session) [MQTT-3.1.3-6].
+      st.refuseCode = 2;
       st.refuseReason = 'an empty client id needs a clean session';
     } else if (keepalive === 0 && !cfg.allowKeepaliveZero) {
       if (packet.protocolVersion === 5 && maxKeepalive > 0) setServerKeepAlive(client, maxKeepalive);

@@ -162,11 +162,16 @@ export class LmdbPersistence {
     const wills = table<WillPacket>(DATABASES.wills);
     const willBrokers = new Map<string, string>();
     for (const { key, value } of wills.db.getRange()) willBrokers.set(key as string, value.brokerId ?? '');
+    const incoming = table<StoredPacket>(DATABASES.incoming);
+    for (const key of incoming.db.getKeys()) {
+      const session = sessions.byStoredKey((key as [string, number])[0]);
+      if (session) session.incoming++;
+    }
     return {
       retained: new RetainedMessages(table<RetainedPacket>(DATABASES.retained, 'binary'), limits),
       sessions,
       queues,
-      incoming: table<StoredPacket>(DATABASES.incoming),
+      incoming,
       wills,
       willBrokers,
       queuedTotal,
@@ -235,11 +240,45 @@ export class LmdbPersistence {
   }
 
   async subscriptionsByTopic(topic: string): Promise<{ clientId: string; topic: string; qos: number }[]> {
-    return this.#state.sessions.match(topic);
+    return this.#queuingSubscriptions(topic);
+  }
+
+  /**
+   * Whether publishing this message writes to the store: a retained message, or a QoS 1/2 one
+   * for which a persistent session queues a copy (durable-acks.ts holds only those
+   * acknowledgements). The match is kept for aedes' subscriptionsByTopic of the same publish.
+   */
+  writesFor(packet: { topic: string; qos: number; retain?: boolean }): boolean {
+    if (packet.retain === true) return true;
+    if (packet.qos === 0 || this.#state.sessions.queuingSubscriptions === 0) return false;
+    return this.#queuingSubscriptions(packet.topic).length > 0;
+  }
+
+  #lastMatch: { state: LoadedState; topic: string; version: number; subs: { clientId: string; topic: string; qos: number }[] } | undefined;
+
+  #queuingSubscriptions(topic: string): { clientId: string; topic: string; qos: number }[] {
+    const state = this.#state;
+    const version = state.sessions.version;
+    const last = this.#lastMatch;
+    if (last !== undefined && last.topic === topic && last.version === version && last.state === state) return last.subs;
+    const subs = state.sessions.match(topic);
+    this.#lastMatch = { state, topic, version, subs };
+    return subs;
   }
 
   async cleanSubscriptions(client: ClientRef): Promise<void> {
     this.#state.sessions.cleanSubscriptions(client.id);
+    // aedes asks this at every clean start (and when a session ends): the QoS 2 messages the
+    // client had not released belong to the discarded session [MQTT-3.1.2-4]. Kept, a message of
+    // the new session that reuses such a packet id would be taken for a retransmission and lost.
+    const session = this.#state.sessions.get(client.id);
+    if (session && session.incoming > 0) this.#dropIncoming(session);
+  }
+
+  #dropIncoming(session: Session): void {
+    const { start, end } = prefixRange(session.key);
+    this.#state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]));
+    session.incoming = 0;
   }
 
   getClientList(topic: string): Readable {
@@ -308,7 +347,9 @@ export class LmdbPersistence {
     const stored = aedesPacket(packet);
     stored.messageId = packet.messageId;
     const key = [session.key, packet.messageId ?? 0];
-    this.#state.incoming.put(keyId(key), key, stored);
+    const id = keyId(key);
+    if (!this.#state.incoming.get(id, key)) session.incoming++;
+    this.#state.incoming.put(id, key, stored);
   }
 
   async incomingGetPacket(client: ClientRef, packet: { messageId?: number }): Promise<StoredPacket> {
@@ -323,6 +364,8 @@ export class LmdbPersistence {
     const id = keyId(key);
     if (!this.#state.incoming.get(id, key)) throw new Error('no such packet');
     this.#state.incoming.remove(id, key);
+    const session = this.#state.sessions.get(client.id);
+    if (session && session.incoming > 0) session.incoming--;
   }
 
   // ------------------------------------------------------------------ wills
@@ -383,6 +426,9 @@ export class LmdbPersistence {
     const clients = this.#broker?.clients;
     const expired = state.sessions.expired(batch, Math.ceil(batch / 10), (clientId) => clients?.[clientId] !== undefined);
     for (const session of expired) this.#wipe(session);
+    // Retained messages past their Message Expiry Interval, also those no subscriber asked for.
+    const retainedExpired = state.retained.sweepExpired(this.#now(), batch);
+    if (retainedExpired > 0) this.deps.log?.debug('mqtt retained messages expired', { count: retainedExpired });
     if (expired.length > 0) this.deps.log?.info('mqtt sessions expired', { count: expired.length, clientIds: expired.slice(0, 10).map((s) => s.clientId) });
     return expired.length;
   }
@@ -391,8 +437,7 @@ export class LmdbPersistence {
     const state = this.#state;
     state.queuedTotal -= session.queued;
     state.queues.wipe(session);
-    const { start, end } = prefixRange(session.key);
-    state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]));
+    this.#dropIncoming(session);
     if (state.willBrokers.has(session.key)) this.#removeWill(session.key);
     state.sessions.remove(session);
     if (expired) this.#counters.sessionsExpired++;

@@ -29,12 +29,48 @@ export class RetainedMessages {
   private readonly sizes = new Map<string, number>();
   private totalBytes = 0;
   private readonly volatile = new Map<string, RetainedPacket>();
+  /**
+   * topic → when its message expires (aedes' `messageExpiry`, ms), for the retained messages
+   * published with a Message Expiry Interval: aedes drops an expired one only when a subscriber
+   * asks for it, the sweep (sweepExpired) removes the others so they stop counting against the caps.
+   */
+  private readonly expiries = new Map<string, number>();
+  private expiryCursor: Iterator<[string, number]> | undefined;
 
   constructor(
     private readonly table: WriteBehind<RetainedPacket>,
     private readonly limits: RetainedLimits,
   ) {
-    for (const { value } of table.db.getRange()) this.account(value.topic, retainedSize(value));
+    for (const { value } of table.db.getRange()) {
+      this.account(value.topic, retainedSize(value));
+      this.noteExpiry(value);
+    }
+  }
+
+  /** Removes up to `batch` retained messages whose expiry has passed; returns how many. */
+  sweepExpired(now: number, batch: number): number {
+    let removed = 0;
+    for (let looked = 0; looked < batch && this.expiries.size > 0; looked++) {
+      this.expiryCursor ??= this.expiries.entries();
+      const next = this.expiryCursor.next();
+      if (next.done) {
+        this.expiryCursor = undefined;
+        break;
+      }
+      const [topic, expiresAt] = next.value;
+      if (expiresAt > now) continue;
+      const size = this.sizes.get(topic);
+      if (size !== undefined) this.delete(topic, size);
+      else this.expiries.delete(topic);
+      removed++;
+    }
+    return removed;
+  }
+
+  private noteExpiry(packet: RetainedPacket): void {
+    const expiry = packet.messageExpiry;
+    if (typeof expiry === 'number') this.expiries.set(packet.topic, expiry);
+    else this.expiries.delete(packet.topic);
   }
 
   get count(): number {
@@ -77,6 +113,7 @@ export class RetainedMessages {
     if (refusal) return refusal;
     if (old !== undefined) this.account(topic, -old);
     this.account(topic, size);
+    this.noteExpiry(record);
     const id = boundedKey(topic, RETAINED_KEY_BYTES);
     this.table.put(id, Buffer.from(id), record);
     return undefined;
@@ -131,6 +168,7 @@ export class RetainedMessages {
 
   private delete(topic: string, size: number): void {
     this.account(topic, -size);
+    this.expiries.delete(topic);
     const id = boundedKey(topic, RETAINED_KEY_BYTES);
     this.table.remove(id, Buffer.from(id));
   }

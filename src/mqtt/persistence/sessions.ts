@@ -54,6 +54,8 @@ export class Session implements QueuedSession {
   queueIndex: QueueIndex | undefined;
   /** Who the session belongs to (SessionRecord.owner). */
   owner: string | undefined;
+  /** QoS 2 PUBLISH packets received from its client and not released yet (mqtt-incoming). */
+  incoming = 0;
 
   constructor(
     readonly clientId: string,
@@ -122,6 +124,11 @@ export class SessionIndex {
 
   get(clientId: string): Session | undefined {
     return this.byKey.get(clientKey(clientId));
+  }
+
+  /** The session stored under this key (the first element of its keys in the other databases). */
+  byStoredKey(key: string): Session | undefined {
+    return this.byKey.get(key);
   }
 
   /** Seconds a session outlives its connection: 0 for a clean one. */
@@ -222,6 +229,16 @@ export class SessionIndex {
     return this.trie.match(topic);
   }
 
+  /** QoS 1/2 subscriptions of persistent sessions: none means no publish is queued for one. */
+  get queuingSubscriptions(): number {
+    return this.trie.subscriptionsCount;
+  }
+
+  /** Changes at every subscription added or removed (a cached match() stays valid while it does not). */
+  get version(): number {
+    return this.changes;
+  }
+
   count(): { subsCount: number; clientsCount: number } {
     return { subsCount: this.trie.subscriptionsCount, clientsCount: this.clientsWithSubscriptions };
   }
@@ -230,7 +247,10 @@ export class SessionIndex {
     return [...(this.clientsByFilter.get(filter) ?? [])];
   }
 
+  private changes = 0;
+
   private index(session: Session, topic: string, options: SubscriptionOptions): void {
+    this.changes++;
     const stored = session.subscriptions.get(topic);
     // Only QoS > 0 subscriptions get offline messages, so only they are matched (as aedes-persistence does).
     if (options.qos > 0) this.trie.add(topic, { clientId: session.clientId, topic, qos: options.qos, rh: options.rh, rap: options.rap, nl: options.nl });
@@ -246,6 +266,7 @@ export class SessionIndex {
   }
 
   private unindex(session: Session, topic: string): boolean {
+    this.changes++;
     const stored = session.subscriptions.get(topic);
     if (!stored) return false;
     if (stored.qos > 0) this.trie.remove(topic, { clientId: session.clientId, topic });

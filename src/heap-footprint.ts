@@ -1,0 +1,117 @@
+// Keeps V8's heap small on an idle gateway without making a busy one pay (README "Footprint").
+//
+// V8 grows its young generation (to 2 × 16 MiB on 64-bit) when scavenges find many survivors,
+// and shrinks it only in a collection that finds the allocation rate low: below 1 byte/µs over
+// its last 5 seconds (Heap::ReduceNewSpaceSize). Start-up (loading modules: nearly everything
+// survives) grew it to the maximum, and an idle daemon allocates too little for a collection to
+// come and shrink it: those pages, and the old generation's share of what start-up promoted
+// meanwhile, stayed committed (idle RSS 99 MiB instead of 66). The flags npm start used to pass
+// for that (--max-semi-space-size=2 --optimize-for-size) bound the young generation for good:
+// under load a 2 MiB nursery fills in a fraction of a millisecond, and every scavenge promotes
+// what is still in flight (issue 20: +72 % broker CPU per QoS 0 message, +22 % per QoS 1). So:
+// - during start-up only, the young generation does not grow (--semi-space-growth-factor=1, set
+//   by the entry before the daemon's modules load, V8's default 2 restored at ready);
+// - at ready + START_COLLECTION_MS, two full collections return start-up's garbage (the first
+//   frees, and often leaves the old generation's pages a quarter empty; the second compacts them),
+//   with --optimize-for-size set for their duration only: V8 then compacts the old generation
+//   as that flag would (3 MiB less idle RSS, measured), and the daemon runs without it;
+// - every CHECK_MS afterwards, when the young generation is larger than at rest (it grew under
+//   load), one minor collection: a scavenge, well under a millisecond, after which V8 shrinks it
+//   if, and only if, the daemon has been idle. Under load that is one scavenge among thousands.
+//   When it did shrink (the daemon went idle after a load), one full collection (compacting as
+//   above) returns the old generation's share of that load too.
+// A command line that sets the young generation itself (an operator's choice) is left alone.
+// Node exposes gc() only behind --expose-gc; the flag set at run time shows it in a new context.
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
+
+const START_COLLECTION_MS = 1000;
+const CHECK_MS = 10_000;
+/** Young generation at rest: V8 starts it at 1 MiB per semi-space. */
+const YOUNG_AT_REST_BYTES = 2 * 1024 * 1024;
+const YOUNG_GENERATION_FLAGS = ['--semi-space-growth-factor', '--max-semi-space-size', '--min-semi-space-size', '--semi-space-size', '--optimize-for-size'];
+
+let heldHere = false;
+
+function commandLineFlags(): string[] {
+  const fromEnv = (process.env.NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean);
+  return [...process.execArgv, ...fromEnv].map((flag) => flag.replaceAll('_', '-'));
+}
+
+/** Did the command line size the heap itself (an operator's choice, left alone)? */
+function sizedOnCommandLine(): boolean {
+  return commandLineFlags().some((flag) => YOUNG_GENERATION_FLAGS.some((name) => flag === name || flag.startsWith(`${name}=`)));
+}
+
+/** Start-up: the young generation stays at its initial size (call before the daemon's modules load). */
+export function holdYoungGeneration(): void {
+  if (sizedOnCommandLine()) return;
+  v8.setFlagsFromString('--semi-space-growth-factor=1');
+  heldHere = true;
+}
+
+/** Ready: the young generation grows as V8 sees fit again. */
+export function releaseYoungGeneration(): void {
+  if (!heldHere) return;
+  v8.setFlagsFromString('--semi-space-growth-factor=2');
+  heldHere = false;
+}
+
+type Gc = (options?: { type: 'minor' | 'major' }) => void;
+
+function exposeGc(): Gc | undefined {
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    return runInNewContext('gc') as Gc;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Committed bytes of V8's young generation (its new space: the semi-spaces; young large objects come and go). */
+export function youngGenerationBytes(): number {
+  return v8.getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0;
+}
+
+/** Starts the collections of an idle daemon (call at ready); returns the function that stops them. */
+export function collectWhenIdle(timing: { startMs: number; checkMs: number } = { startMs: START_COLLECTION_MS, checkMs: CHECK_MS }): () => void {
+  const gc = exposeGc();
+  if (!gc) return () => {};
+  const compactingGc = sizedOnCommandLine()
+    ? () => gc()
+    : () => {
+        v8.setFlagsFromString('--optimize-for-size');
+        try {
+          gc();
+        } finally {
+          v8.setFlagsFromString('--no-optimize-for-size');
+        }
+      };
+  let check: NodeJS.Timeout | undefined;
+  // Only memory is at stake: a failure stops the collections, never the daemon.
+  const start = setTimeout(() => {
+    try {
+      compactingGc();
+      compactingGc();
+    } catch {
+      return;
+    }
+    check = setInterval(() => {
+      try {
+        if (youngGenerationBytes() <= YOUNG_AT_REST_BYTES) return;
+        gc({ type: 'minor' });
+        // V8 shrank it: the daemon has gone idle after a load. Once per such change, the old
+        // generation's garbage of that load (clients come and gone, promoted messages) goes too.
+        if (youngGenerationBytes() <= YOUNG_AT_REST_BYTES) compactingGc();
+      } catch {
+        clearInterval(check);
+      }
+    }, timing.checkMs);
+    check.unref();
+  }, timing.startMs);
+  start.unref();
+  return () => {
+    clearTimeout(start);
+    clearInterval(check);
+  };
+}

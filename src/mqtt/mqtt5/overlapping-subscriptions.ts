@@ -1,0 +1,120 @@
+// Overlapping subscriptions of one client: several of its subscriptions match a message. MQTT
+// 3.1.1 [MQTT-3.3.5-1] and 5 [MQTT-3.3.4-2] want the message delivered at the highest QoS granted
+// among them, and MQTT 5 [MQTT-3.3.4-3..5] with the identifier of every one of them. Exists
+// because aedes 2.0.0-beta.1 sends one copy (its duplicate check by broker counter drops the
+// others) with the QoS and the subscription identifier of whichever subscription came first
+// (aedes issues #1074 and #1090; Paho test_subscribe_identifiers, test_overlapping_subscriptions).
+//
+// A client's subscriptions are noted as they are granted; once two can overlap (most clients'
+// never do), the first copy of each live message is completed before it goes (every matching
+// identifier, the highest granted QoS) and the other copies of that message are dropped here.
+// Until then a delivery costs one flag test. All copies of one message reach the client's
+// delivery functions in one synchronous pass of aedes' emitter, so "the same message as the last
+// one" is how a further copy is told apart, also when flow control holds the first one back.
+import { topicMatches } from '../persistence/topic-filter.js';
+import type { DeliverFn, QueuedDelivery } from './flow-control.js';
+import { isSharedFilter } from './shared-subscriptions.js';
+
+/** What aedes keeps per subscription of a client (client.subscriptions[filter]). */
+export interface ClientSubscription {
+  qos: number;
+  si?: number;
+  nl?: boolean;
+}
+
+/** The parts of an aedes client the merge reads. */
+export interface SubscriberView {
+  id: string;
+  subscriptions: Record<string, ClientSubscription>;
+  deliver0: DeliverFn;
+  deliverQoS: DeliverFn;
+}
+
+interface LiveDelivery extends QueuedDelivery {
+  brokerId?: string | null;
+  brokerCounter?: number;
+  clientId?: string;
+}
+
+/** Filters remembered per connection to notice overlaps (beyond: assumed to overlap). */
+const TRACKING_LIMIT = 1000;
+
+/** Can one topic match both filters? (Conservative for `$` topics: only costs the merge.) */
+export function filtersOverlap(a: string, b: string): boolean {
+  const x = a.split('/');
+  const y = b.split('/');
+  for (let i = 0; ; i++) {
+    const p = x[i];
+    const q = y[i];
+    if (p === '#' || q === '#') return true; // '#' also matches the parent level
+    if (p === undefined || q === undefined) return p === q;
+    if (p !== q && p !== '+' && q !== '+') return false;
+  }
+}
+
+export class OverlappingSubscriptions {
+  private overlapping = false;
+  /** Filters granted so far, while none overlap (made at the first). */
+  private granted: Set<string> | undefined;
+  private lastBrokerId: string | undefined;
+  private lastCounter = -1;
+
+  /** Wraps the client's deliver0/deliverQoS (before any subscription of it exists). */
+  constructor(private readonly client: SubscriberView) {
+    const deliver0 = client.deliver0;
+    const deliverQoS = client.deliverQoS;
+    client.deliver0 = (packet, done) => (this.overlapping ? this.merge(packet, done, deliver0, deliver0, deliverQoS) : deliver0(packet, done));
+    client.deliverQoS = (packet, done) => (this.overlapping ? this.merge(packet, done, deliverQoS, deliver0, deliverQoS) : deliverQoS(packet, done));
+  }
+
+  /** A subscription was granted (the filter as aedes names it). */
+  subscriptionGranted(filter: string): void {
+    if (this.overlapping || isSharedFilter(filter)) return;
+    const granted = (this.granted ??= new Set());
+    if (granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(granted, filter)) {
+      this.overlapping = true;
+      this.granted = undefined;
+      return;
+    }
+    granted.add(filter);
+  }
+
+  private overlapsAny(filters: Iterable<string>, filter: string): boolean {
+    for (const other of filters) {
+      if (other !== filter && !isSharedFilter(other) && filtersOverlap(other, filter)) return true;
+    }
+    return false;
+  }
+
+  private merge(packet: LiveDelivery, done: (err?: unknown) => void, same: DeliverFn, deliver0: DeliverFn, deliverQoS: DeliverFn): void {
+    const brokerId = packet.brokerId;
+    // Retained messages sent for a new subscription carry no broker id (and that subscription's identifier).
+    if (!brokerId) return same(packet, done);
+    const counter = packet.brokerCounter ?? 0;
+    if (brokerId === this.lastBrokerId && counter === this.lastCounter) {
+      setImmediate(done); // a further copy of the message just delivered
+      return;
+    }
+    this.lastBrokerId = brokerId;
+    this.lastCounter = counter;
+    const client = this.client;
+    let qos = -1;
+    const ids: number[] = [];
+    for (const filter in client.subscriptions) {
+      if (isSharedFilter(filter)) continue; // a shared subscription delivers its own copy
+      const sub = client.subscriptions[filter]!;
+      if (sub.nl && packet.clientId === client.id) continue;
+      if (!topicMatches(filter, packet.topic)) continue;
+      if (sub.qos > qos) qos = sub.qos;
+      if (sub.si !== undefined && !ids.includes(sub.si)) ids.push(sub.si);
+    }
+    if (qos < 0) return same(packet, done);
+    let properties = packet.properties;
+    if (properties?.subscriptionIdentifier !== undefined || ids.length > 0) {
+      const { subscriptionIdentifier: _one, ...rest } = properties ?? {};
+      properties = ids.length === 0 ? rest : { ...rest, subscriptionIdentifier: ids.length === 1 ? ids[0] : ids };
+    }
+    const out: LiveDelivery = { ...packet, qos: Math.min(packet.qos, qos), ...(properties ? { properties } : {}) };
+    (out.qos > 0 ? deliverQoS : deliver0)(out, done);
+  }
+}

@@ -1,0 +1,60 @@
+// The heap of an idle daemon (src/heap-footprint.ts), in fresh Node processes (V8 flags are per
+// process): the young generation does not grow during start-up, grows again once released, and
+// shrinks back when the process goes idle after a load; a command line that sizes it is left alone.
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+
+const footprint = fileURLToPath(new URL('../src/heap-footprint.js', import.meta.url));
+const MIB = 1024 * 1024;
+
+// A load whose objects survive a scavenge or two (as module loading's do, and messages in flight).
+const prelude = `
+const { holdYoungGeneration, releaseYoungGeneration, collectWhenIdle, youngGenerationBytes } = await import(${JSON.stringify(footprint)});
+function load() { let live = []; for (let i = 0; i < 2e6; i++) { live.push({ i, s: 'x' + i }); if (live.length > 200000) live = []; } return live.length; }
+`;
+
+function run(script: string, flags: string[] = [], timeout = 15_000): Record<string, number> {
+  const out = execFileSync(process.execPath, [...flags, '--input-type=module', '-e', prelude + script], { encoding: 'utf8', timeout });
+  return JSON.parse(out.trim()) as Record<string, number>;
+}
+
+describe('heap footprint (young generation held during start-up, collected when idle)', function () {
+  this.timeout(30_000);
+
+  it('holds the young generation at its initial size during start-up, and lets it grow once released', () => {
+    const r = run(`
+holdYoungGeneration(); load(); const held = youngGenerationBytes();
+releaseYoungGeneration(); load(); load(); const released = youngGenerationBytes();
+console.log(JSON.stringify({ held, released }));`);
+    expect(r.held).to.be.at.most(2 * MIB);
+    expect(r.released).to.be.at.least(8 * MIB);
+  });
+
+  it('leaves a young generation sized on the command line alone', () => {
+    const r = run(`holdYoungGeneration(); load(); load(); console.log(JSON.stringify({ young: youngGenerationBytes() }));`, ['--semi-space-growth-factor=4']);
+    expect(r.young).to.be.at.least(8 * MIB);
+  });
+
+  it('shrinks a grown young generation once the process is idle, and only then', () => {
+    const r = run(
+      `
+load(); load(); const loaded = youngGenerationBytes();
+collectWhenIdle({ startMs: 10, checkMs: 500 });
+// Busy for 3 s: allocating all along, the young generation stays.
+const busyUntil = Date.now() + 3000; let busy = 0;
+await new Promise((resolve) => { const step = () => { load(); busy = Math.max(busy, youngGenerationBytes()); if (Date.now() < busyUntil) setImmediate(step); else resolve(); }; step(); });
+const whileBusy = youngGenerationBytes();
+// Idle: V8 shrinks it in the first collection that finds the last 5 s quiet.
+const idleSince = Date.now(); let shrunkAfterMs = -1;
+while (Date.now() - idleSince < 11000) { await new Promise((r) => setTimeout(r, 250)); if (youngGenerationBytes() <= 2 * 1024 * 1024) { shrunkAfterMs = Date.now() - idleSince; break; } }
+console.log(JSON.stringify({ loaded, whileBusy, shrunkAfterMs, idle: youngGenerationBytes() }));`,
+      [],
+      25_000,
+    );
+    expect(r.loaded).to.be.at.least(8 * MIB);
+    expect(r.whileBusy, 'kept while busy').to.be.at.least(8 * MIB);
+    expect(r.shrunkAfterMs, 'shrunk once idle').to.be.within(0, 11_000);
+    expect(r.idle).to.be.at.most(2 * MIB);
+  });
+});
