@@ -8,7 +8,7 @@
 import { expect } from 'chai';
 import mqtt, { type IClientOptions } from 'mqtt';
 import type mqttPacket from 'mqtt-packet';
-import { brokerOnStore, clientOptions, connect, makeCerts, publishInbox as inbox, rawClient, runCli, startMosquittoSub, subscribe, withTimeout, type Certs, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
+import { brokerOnStorePerTest, clientOptions, connect, publishInbox as inbox, rawClient, runCli, startMosquittoSub, subscribe, withTimeout, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
 import { StaticMqttAccess } from './support/static-mqtt-access.js';
 
 /** What mosquitto_sub printed for its messages (startMosquittoSub runs it with -d). */
@@ -18,26 +18,15 @@ const settle = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve
 
 describe('MQTT 5 features around aedes (src/mqtt/mqtt5)', function () {
   this.timeout(30_000);
-  let certs: Certs;
-  let broker: Awaited<ReturnType<typeof brokerOnStore>>;
-  let tb: TestBroker;
-
-  before(async () => {
-    certs = await makeCerts();
-  });
-  after(async () => {
-    await certs?.cleanup();
-  });
-  beforeEach(async () => {
-    const access = new StaticMqttAccess([
+  const broker = brokerOnStorePerTest('gatewayd-mqtt5-features-', () =>
+    new StaticMqttAccess([
       { username: 'plant', password: 'plant-pw', permissions: [{ resource: 'plant/#', operation: 'readWrite' }] },
       { username: 'line', password: 'line-pw', permissions: [{ resource: 'plant/line1/#', operation: 'read' }] },
-    ]);
-    broker = await brokerOnStore('gatewayd-mqtt5-features-', access, certs);
+    ]),
+  );
+  let tb: TestBroker;
+  beforeEach(() => {
     tb = broker.tb;
-  });
-  afterEach(async () => {
-    await broker.close();
   });
 
   const plant = (options: IClientOptions = {}): IClientOptions => ({ username: 'plant', password: 'plant-pw', protocolVersion: 5, ...options });

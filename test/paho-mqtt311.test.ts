@@ -6,29 +6,17 @@
 // the permission model does not have): here the user lacks the permission instead.
 import { expect } from 'chai';
 import mqtt, { type IClientOptions } from 'mqtt';
-import { brokerOnStore, clientOptions, connackOf, connect, makeCerts, publishInbox as inbox, rawClient, subscribe, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { brokerOnStorePerTest, clientOptions, connackOf, connect, publishInbox as inbox, rawClient, subscribe, withTimeout, type TestBroker } from './support/mqtt-test-kit.js';
 import { PAHO_PASSWORD, connectBytes, dollarTopics, firstBytes, keepalive, pahoAccess, redeliveryOnReconnect, settle, topics, unsubscribe, wildtopics } from './support/paho-cases.js';
 
 const PASSWORD = PAHO_PASSWORD;
 
 describe('Paho MQTT 3.1.1 interoperability suite (client_test.py), with mqtt.js', function () {
   this.timeout(30_000);
-  let certs: Certs;
-  let broker: Awaited<ReturnType<typeof brokerOnStore>>;
+  const broker = brokerOnStorePerTest('gatewayd-paho311-', pahoAccess);
   let tb: TestBroker;
-
-  before(async () => {
-    certs = await makeCerts();
-  });
-  after(async () => {
-    await certs?.cleanup();
-  });
-  beforeEach(async () => {
-    broker = await brokerOnStore('gatewayd-paho311-', pahoAccess(), certs);
+  beforeEach(() => {
     tb = broker.tb;
-  });
-  afterEach(async () => {
-    await broker.close();
   });
 
   const v4 = (options: Omit<IClientOptions, 'password' | 'protocolVersion'> = {}) => ({ username: 'paho', password: PASSWORD, protocolVersion: 4 as const, ...options });

@@ -10,7 +10,7 @@
 import { expect } from 'chai';
 import mqtt, { type IClientOptions } from 'mqtt';
 import type mqttPacket from 'mqtt-packet';
-import { brokerOnStore, clientOptions, connackPacket, connect, makeCerts, publishInbox as inbox, rawClient, subscribe, withTimeout, type Certs, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
+import { brokerOnStorePerTest, clientOptions, connackPacket, connect, publishInbox as inbox, rawClient, subscribe, withTimeout, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
 import { PAHO_PASSWORD, connectBytes, dollarTopics, firstBytes, keepalive, pahoAccess, redeliveryOnReconnect, settle, topics, unsubscribe, wildtopics } from './support/paho-cases.js';
 
 const PASSWORD = PAHO_PASSWORD;
@@ -18,22 +18,10 @@ const ids = (value: unknown): number[] => (value === undefined ? [] : ([] as num
 
 describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', function () {
   this.timeout(30_000);
-  let certs: Certs;
-  let broker: Awaited<ReturnType<typeof brokerOnStore>>;
+  const broker = brokerOnStorePerTest('gatewayd-paho5-', pahoAccess, { maxKeepaliveSeconds: 60, maxInflightMessages: 10 });
   let tb: TestBroker;
-
-  before(async () => {
-    certs = await makeCerts();
-  });
-  after(async () => {
-    await certs?.cleanup();
-  });
-  beforeEach(async () => {
-    broker = await brokerOnStore('gatewayd-paho5-', pahoAccess(), certs, { maxKeepaliveSeconds: 60, maxInflightMessages: 10 });
+  beforeEach(() => {
     tb = broker.tb;
-  });
-  afterEach(async () => {
-    await broker.close();
   });
 
   const v5 = (options: Omit<IClientOptions, 'password' | 'protocolVersion'> = {}) => ({ username: 'paho', password: PASSWORD, protocolVersion: 5 as const, ...options });

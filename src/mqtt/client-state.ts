@@ -1,7 +1,7 @@
 import type { Client } from 'aedes';
 import { DecisionCache, TokenBucket } from './limits.js';
 import type { MqttPrincipal } from './mqtt-access.js';
-import type { Mqtt5Connection } from './mqtt5/mqtt5-connection.js';
+import type { Mqtt5Features } from './mqtt5/mqtt5-features.js';
 import type { OverlappingSubscriptions } from './mqtt5/overlapping-subscriptions.js';
 
 export type Transport = 'tcp' | 'tls' | 'ws';
@@ -24,7 +24,7 @@ export class ClientState {
   /** The session it resumes exists: its CONNACK says sessionPresent (session-present.ts). */
   sessionPresent = false;
   /** What the MQTT 5 features of this connection need (mqtt5/); undefined for MQTT 3.1/3.1.1. */
-  mqtt5: Mqtt5Connection | undefined = undefined;
+  mqtt5: Mqtt5Features | undefined = undefined;
   /** One delivery per message when its subscriptions overlap (mqtt5/overlapping-subscriptions.ts). */
   overlap: OverlappingSubscriptions | undefined = undefined;
   /** Since when the client publishes faster than its allowance (undefined: it does not). */

@@ -7,15 +7,7 @@
 import type { EventEmitter } from 'node:events';
 import type { GatewayClient } from './client-state.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
-
-export interface InboundPacket {
-  cmd: string;
-  qos?: number;
-  messageId?: number;
-  reasonCode?: number;
-  subscriptions?: Array<{ topic: string }>;
-  unsubscriptions?: string[];
-}
+import type { InboundPacket } from './packet-types.js';
 
 /** False when the parser has an unexpected shape (a changed dependency). */
 export function watchInboundPackets(client: GatewayClient): boolean {

@@ -11,16 +11,8 @@
 import { createRequire } from 'node:module';
 import type { Writable } from 'node:stream';
 import type { GatewayClient } from './client-state.js';
+import type { OutboundPacket } from './packet-types.js';
 import { completeConnack } from './session-present.js';
-
-/** A packet as aedes hands it to mqtt-packet. */
-export interface OutboundPacket {
-  cmd: string;
-  [field: string]: unknown;
-}
-
-/** What an MQTT 5 connection does with a packet: write it (maybe changed), write these bytes, or drop it (null). */
-export type OutboundResult = OutboundPacket | Buffer | null;
 
 interface MqttPacketModule {
   writeToStream(packet: OutboundPacket, stream: object, opts?: object): boolean;

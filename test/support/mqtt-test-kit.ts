@@ -572,3 +572,40 @@ export async function brokerOnStore(
   };
   return fixture;
 }
+
+/**
+ * The mocha hooks of a describe block whose every test gets a fresh broker on a fresh LMDB store
+ * (brokerOnStore), the test certificates made once for the block. `tb` is the running test's
+ * broker; `restart()` restarts it on the same store.
+ */
+export function brokerOnStorePerTest(
+  prefix: string,
+  access: () => StaticMqttAccess,
+  config: Partial<GatewayConfig['mqtt']> = {},
+): { readonly tb: TestBroker; restart(): Promise<TestBroker> } {
+  let certs: Certs | undefined;
+  let fixture: Awaited<ReturnType<typeof brokerOnStore>> | undefined;
+  before(async () => {
+    certs = await makeCerts();
+  });
+  after(async () => {
+    await certs?.cleanup();
+  });
+  beforeEach(async () => {
+    fixture = await brokerOnStore(prefix, access(), certs!, config);
+  });
+  afterEach(async () => {
+    await fixture?.close();
+    fixture = undefined;
+  });
+  const running = () => {
+    if (!fixture) throw new Error('the broker runs only during a test');
+    return fixture;
+  };
+  return {
+    get tb() {
+      return running().tb;
+    },
+    restart: () => running().restart(),
+  };
+}

@@ -11,9 +11,10 @@
 // queue. Only clients that announce a maximum pay for the size check (one serialization, which
 // is then what is written).
 import type { Client } from 'aedes';
-import type { InboundPacket } from '../inbound-packets.js';
-import { serializeMqtt5, type OutboundPacket, type OutboundResult } from '../outbound-packets.js';
+import { serializeMqtt5 } from '../outbound-packets.js';
+import type { InboundPacket, OutboundPacket, OutboundResult } from '../packet-types.js';
 import { InboundQuota, OutboundQuota, type DeliverFn, type QueuedDelivery } from './flow-control.js';
+import type { Mqtt5Features } from './mqtt5-features.js';
 import { disconnectFromConnack, disconnectWith } from './server-disconnect.js';
 import { OutboundTopicAliases } from './topic-aliases.js';
 
@@ -54,7 +55,7 @@ interface PublishOut extends OutboundPacket {
   messageId?: number;
 }
 
-export class Mqtt5Connection {
+export class Mqtt5Connection implements Mqtt5Features {
   readonly quota: OutboundQuota | undefined;
   private readonly inboundQuota: InboundQuota;
   private readonly aliases: OutboundTopicAliases | undefined;
