@@ -1,12 +1,8 @@
 // The broker's counters, read by $SYS/broker/... (sys-topics.ts), /metrics and the web UI.
 import type { BrokerStateStats } from './persistence/index.js';
 
-export interface BrokerStats {
-  /** Clients with an established session. */
-  clients: number;
-  /** Authentications running now / waiting for a slot (maxConcurrentAuth). */
-  authRunning: number;
-  authWaiting: number;
+/** The counters the broker's modules increment (part of BrokerStats). */
+export interface BrokerCounters {
   connectsAccepted: number;
   connectsRefused: number;
   publishesRefused: number;
@@ -22,6 +18,14 @@ export interface BrokerStats {
   /** PUBLISH packets accepted from clients, and messages delivered to clients. */
   messagesReceived: number;
   messagesSent: number;
+}
+
+export interface BrokerStats extends BrokerCounters {
+  /** Clients with an established session. */
+  clients: number;
+  /** Authentications running now / waiting for a slot (maxConcurrentAuth). */
+  authRunning: number;
+  authWaiting: number;
   /** Bytes on the MQTT connections (TCP and TLS listeners, WebSocket upgrades), both ways. */
   bytesReceived: number;
   bytesSent: number;
@@ -30,22 +34,6 @@ export interface BrokerStats {
   uptimeSeconds: number;
   /** The broker state on disk (absent with aedes' in-memory persistence). */
   persistence?: BrokerStateStats;
-}
-
-/** The counters the broker's modules increment (part of BrokerStats). */
-export interface BrokerCounters {
-  connectsAccepted: number;
-  connectsRefused: number;
-  publishesRefused: number;
-  subscriptionsRefused: number;
-  forwardsRefused: number;
-  rateLimitDisconnects: number;
-  rateLimitPauses: number;
-  oversizeDisconnects: number;
-  queueDrops: number;
-  revocationDisconnects: number;
-  messagesReceived: number;
-  messagesSent: number;
 }
 
 export function newCounters(): BrokerCounters {
