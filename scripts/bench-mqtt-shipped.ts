@@ -18,7 +18,7 @@
 // GATEWAYD_BENCH_SHIPPED_KINDS=gatewayd,aedes-1.2,... picks brokers; gatewayd-node is the daemon
 // with plain `node` (no flags); gatewayd-before is another build of the daemon, started as its own
 // npm start starts it, from the checkout GATEWAYD_BENCH_BEFORE=<dir> (built, with node_modules). GATEWAYD_BENCH_CPU_PROFILE=<dir>: the daemon
-// runs with --cpu-prof into that directory (a profile of the whole run, written at its stop).
+// and the bare brokers run with --cpu-prof into that directory (a profile of the whole run, written at its stop).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
@@ -41,7 +41,9 @@ const USERNAME = 'bench-device';
 const PASSWORD = 'Bench-Dev1ce-Passw0rd!';
 const ADMIN_PASSWORD = 'Bench-Adm1n-Passw0rd!';
 const IDLE_AFTER_START_MS = 8000;
-const IDLE_AFTER_LOAD_MS = 20_000;
+const IDLE_AFTER_LOAD_MS = Number(process.env.GATEWAYD_BENCH_IDLE_AFTER_LOAD_MS ?? 20_000);
+// GATEWAYD_BENCH_SHIPPED_PARTS=qos0,qos1,connect picks what is measured (all by default).
+const PARTS = new Set(process.env.GATEWAYD_BENCH_SHIPPED_PARTS?.split(',') ?? ['qos0', 'qos1', 'connect']);
 
 type Kind = 'gatewayd' | 'gatewayd-node' | 'gatewayd-before' | 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb' | 'mosquitto';
 const ALL_KINDS: Kind[] = ['gatewayd', 'aedes-1.2', 'aedes-2', 'mosquitto'];
@@ -156,7 +158,10 @@ async function createBenchUser(httpPort: number): Promise<void> {
 }
 
 async function startBareAedes(kind: 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb'): Promise<BrokerProcess> {
-  const child = spawn(process.execPath, [join(root, 'dist/scripts/bench-bare-aedes.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // GATEWAYD_BENCH_CPU_PROFILE: profiled as the daemon is, to compare the two (<kind>.cpuprofile).
+  const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
+  const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${kind}.cpuprofile`] : [];
+  const child = spawn(process.execPath, [...profile, join(root, 'dist/scripts/bench-bare-aedes.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
     child.once('exit', (code) => reject(new Error(`${kind} exited with ${code}`)));
@@ -219,6 +224,7 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
     for (const b of brokers) await b.prepare?.();
 
     for (const qos of [0, 1] as const) {
+      if (!PARTS.has(`qos${qos}`)) continue;
       const byBroker = brokers.map((b) => new Flow(() => b.cpuUs().then((us) => us * 1000), b.port, CREDS, 'bench', 1, qos, false));
       flows.push(...byBroker);
       for (const f of byBroker) await f.open();
@@ -234,9 +240,9 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
     }
 
     // Password connects: the password verified once before, and one unmeasured round (JIT).
-    for (const b of brokers) await connectOnce(b.port, USERNAME, PASSWORD);
-    for (const b of brokers) await connectRound(b.port, () => b.cpuUs(), USERNAME, PASSWORD);
-    for (let r = 0; r < ROUNDS; r++) {
+    if (PARTS.has('connect')) for (const b of brokers) await connectOnce(b.port, USERNAME, PASSWORD);
+    if (PARTS.has('connect')) for (const b of brokers) await connectRound(b.port, () => b.cpuUs(), USERNAME, PASSWORD);
+    for (let r = 0; r < (PARTS.has('connect') ? ROUNDS : 0); r++) {
       for (let j = 0; j < brokers.length; j++) {
         const b = brokers[(j + r) % brokers.length]!;
         figures.get(b.kind)!.connect.push(await connectRound(b.port, () => b.cpuUs(), USERNAME, PASSWORD));
@@ -250,13 +256,22 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
   }
 
   const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
-  const ratioTo = (kind: Kind, pick: (f: Figures) => number[], base: Kind) => {
+  /** Per-round ratios (the rounds of both ran minutes apart at most): their median and quartiles. */
+  const ratiosTo = (kind: Kind, pick: (f: Figures) => number[], base: Kind): number[] => {
     const a = figures.get(kind);
     const b = figures.get(base);
-    if (!a || !b) return NaN;
-    const xs = pick(a);
+    if (!a || !b) return [];
     const ys = pick(b);
-    return median(xs.map((x, i) => x / ys[i]!));
+    return pick(a).map((x, i) => x / ys[i]!);
+  };
+  const ratioTo = (kind: Kind, pick: (f: Figures) => number[], base: Kind) => {
+    const xs = ratiosTo(kind, pick, base);
+    return xs.length ? median(xs) : NaN;
+  };
+  const quartiles = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))]!;
+    return sorted.length ? `${at(0.25).toFixed(2)}–${at(0.75).toFixed(2)}` : '-';
   };
   const cpu0 = (f: Figures) => f.qos0.map((x) => x.cpuUsPerMsg);
   const cpu1 = (f: Figures) => f.qos1.map((x) => x.cpuUsPerMsg);
@@ -304,6 +319,20 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
       `${kind} / aedes 1.2: QoS 0 ${r('aedes_1_2', 'qos0_cpu')}, QoS 1 ${r('aedes_1_2', 'qos1_cpu')} (targets ≤ 1.10), connect ${r('aedes_1_2', 'connect_cpu')} (≤ 1.5); ` +
         `/ aedes 2 beta: QoS 0 ${r('aedes_2', 'qos0_cpu')}, QoS 1 ${r('aedes_2', 'qos1_cpu')}, connect ${r('aedes_2', 'connect_cpu')}`,
     );
+    // The spread of the per-round ratios: how far one run's median can be trusted.
+    if (figures.has('aedes-1.2')) {
+      console.log(
+        `  per-round ratios to aedes 1.2, quartiles: QoS 0 ${quartiles(ratiosTo(kind, cpu0, 'aedes-1.2'))}, QoS 1 ${quartiles(ratiosTo(kind, cpu1, 'aedes-1.2'))}, connect ${quartiles(ratiosTo(kind, cpuConnect, 'aedes-1.2'))}`,
+      );
+    }
+  }
+  // Another build beside this one (GATEWAYD_BENCH_BEFORE): this build's figures over that one's, per round.
+  if (figures.has('gatewayd') && figures.has('gatewayd-before')) {
+    const ab = (pick: (f: Figures) => number[]) => {
+      const xs = ratiosTo('gatewayd', pick, 'gatewayd-before');
+      return `${fmt(median(xs), 2)} (${quartiles(xs)})`;
+    };
+    console.log(`gatewayd / gatewayd-before, per round: QoS 0 ${ab(cpu0)}, QoS 1 ${ab(cpu1)}, connect ${ab(cpuConnect)}`);
   }
   return results;
 }
