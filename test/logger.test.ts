@@ -57,7 +57,7 @@ describe('logger levels', () => {
 });
 
 describe('logger lines', () => {
-  it('writes flat records byte for byte as winston formats them (sorted keys, redaction, escapes, numbers)', async () => {
+  it('writes flat records byte for byte as winston formats them (sorted keys, redaction, escapes, numbers, arrays of those)', async () => {
     const { default: winston } = await import('winston');
     const format = winston.format.combine(winston.format.timestamp(), winston.format.json());
     const records: Record<string, unknown>[] = [
@@ -67,6 +67,7 @@ describe('logger lines', () => {
       { n: 0, m: -0, big: 1e21, small: 1e-7, nan: NaN, inf: -Infinity, float: 3.25, neg: -12 },
       { yes: true, no: false, nothing: null, timestamp: 'theirs', message_: 'm' },
       { 'é': 1, Z: 2, a: 3, '10': 4, '9': 5, _: 6 },
+      { roles: ['r-1', 'quote " é \ud800'], nums: [1, NaN, -0, 1e21, -Infinity], empty: [], mixed: [true, null, 'x', false] },
     ];
     for (const fields of records) {
       const stream = new PassThrough();
@@ -87,3 +88,4 @@ describe('logger lines', () => {
     expect(JSON.parse(String(stream.read()))).to.deep.include({ user: { name: 'n', password: '[redacted]' }, list: [1, { token: '[redacted]' }] });
   });
 });
+

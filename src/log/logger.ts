@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { EOL } from 'node:os';
-import winston from 'winston';
+import type Winston from 'winston';
 
 /** Keys whose values never reach a log line, at any depth. */
 const secretKeys = new Set([
@@ -29,13 +30,26 @@ export function redact(value: unknown, depth = 0): unknown {
   return out;
 }
 
-const redactFormat = winston.format((info) => {
-  for (const key of Object.keys(info)) {
-    if (key === 'level' || key === 'message') continue;
-    info[key] = secretKeys.has(key.toLowerCase()) ? '[redacted]' : redact(info[key]);
+/**
+ * winston's formats (redact, timestamp, JSON), made at the first record that is not flat: most
+ * records are (flatLine), and a daemon that never logs another kind never loads winston (1.6 MiB
+ * of heap).
+ */
+let winstonFormat: Winston.Logform.Format | undefined;
+function recordFormat(): Winston.Logform.Format {
+  if (winstonFormat === undefined) {
+    const winston = createRequire(import.meta.url)('winston') as typeof Winston;
+    const redactFormat = winston.format((info) => {
+      for (const key of Object.keys(info)) {
+        if (key === 'level' || key === 'message') continue;
+        info[key] = secretKeys.has(key.toLowerCase()) ? '[redacted]' : redact(info[key]);
+      }
+      return info;
+    });
+    winstonFormat = winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json());
   }
-  return info;
-});
+  return winstonFormat;
+}
 
 export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
@@ -76,7 +90,6 @@ interface Sink {
  * connect, and the pipeline was most of its cost).
  */
 function createSink(stream: NodeJS.WritableStream): Sink {
-  const format = winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json());
   return {
     write(level, msg, fields, meta) {
       const info: Record<string | symbol, unknown> = {};
@@ -93,48 +106,89 @@ function createSink(stream: NodeJS.WritableStream): Sink {
       }
       const line = flatLine(info);
       if (line !== undefined) {
-        stream.write(`${line}${EOL}`);
+        stream.write(line + EOL);
         return;
       }
-      const out = format.transform(info as winston.Logform.TransformableInfo, format.options) as Record<symbol, unknown> | false;
-      if (out) stream.write(`${String(out[MESSAGE])}${EOL}`);
+      const format = recordFormat();
+      const out = format.transform(info as Winston.Logform.TransformableInfo, format.options) as Record<symbol, unknown> | false;
+      if (out) stream.write(String(out[MESSAGE]) + EOL);
     },
   };
 }
 
+/** A field name as it appears in a line (`"name":`), and whether its value is redacted. */
+interface KeyForm {
+  json: string;
+  secret: boolean;
+}
+/** Field names come from the code (a few dozen); bounded all the same. */
+const KEY_FORMS_MAX = 1024;
+const keyForms = new Map<string, KeyForm>();
+
+function keyForm(key: string): KeyForm {
+  let form = keyForms.get(key);
+  if (form === undefined) {
+    form = { json: `${JSON.stringify(key)}:`, secret: key !== 'level' && key !== 'message' && secretKeys.has(key.toLowerCase()) };
+    if (keyForms.size < KEY_FORMS_MAX) keyForms.set(key, form);
+  }
+  return form;
+}
+
+/** new Date().toISOString(), formatted once per millisecond. */
+let stampMs = -1;
+let stamp = '';
+function timestampNow(): string {
+  const ms = Date.now();
+  if (ms !== stampMs) {
+    stampMs = ms;
+    stamp = new Date(ms).toISOString();
+  }
+  return stamp;
+}
+
+/** An array element JSON.stringify writes as winston's JSON format does (non-finite numbers: null). */
+const isFlatElement = (v: unknown): boolean => v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+
 /**
  * The line winston's formats (redact, timestamp, JSON with sorted keys) make of a record whose
- * values are all strings, numbers, booleans, null or undefined, built directly: a quarter of the
- * cost (the broker logs one such line per connect). Anything else (objects, errors, bigints):
- * undefined, and winston formats it. test/logger.test.ts compares both byte for byte.
+ * values are all strings, numbers, booleans, null, undefined or arrays of those, built directly: a fraction of the
+ * cost (the broker logs one such line per connect; field names and the timestamp are formatted
+ * once, not per line). Anything else (objects, errors, bigints): undefined, and winston formats
+ * it. test/logger.test.ts compares both byte for byte.
  */
 function flatLine(info: Record<string, unknown>): string | undefined {
   const keys = Object.keys(info);
   if (!Object.prototype.hasOwnProperty.call(info, 'timestamp')) keys.push('timestamp');
   keys.sort();
-  const timestamp = new Date().toISOString();
   let line = '{';
-  for (const key of keys) {
-    let value = key === 'timestamp' ? timestamp : info[key];
+  let separator = '';
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    let value = key === 'timestamp' ? timestampNow() : info[key];
     if (value === undefined) continue;
-    if (key !== 'level' && key !== 'message' && secretKeys.has(key.toLowerCase())) value = '[redacted]';
+    const form = keyForm(key);
+    if (form.secret) value = '[redacted]';
     let json: string;
     switch (typeof value) {
       case 'string':
-      case 'boolean':
         json = JSON.stringify(value);
+        break;
+      case 'boolean':
+        json = value ? 'true' : 'false';
         break;
       case 'number':
         json = Number.isFinite(value) ? String(value) : 'null';
         break;
       case 'object':
-        if (value !== null) return undefined;
-        json = 'null';
+        if (value === null) json = 'null';
+        else if (Array.isArray(value) && value.every(isFlatElement)) json = JSON.stringify(value);
+        else return undefined;
         break;
       default:
         return undefined;
     }
-    line += `${line.length > 1 ? ',' : ''}${JSON.stringify(key)}:${json}`;
+    line += separator + form.json + json;
+    separator = ',';
   }
   return `${line}}`;
 }
