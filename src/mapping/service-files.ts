@@ -149,7 +149,8 @@ class FileError extends Error {
 // gateway without services keeps their start-up time and memory.
 const requireCjs = createRequire(import.meta.url);
 let yamlModule: typeof Yaml | undefined;
-const yaml = (): typeof Yaml => (yamlModule ??= requireCjs('yaml') as typeof Yaml);
+/** The YAML library, loaded at its first use (service-secrets.ts uses it too). */
+export const yaml = (): typeof Yaml => (yamlModule ??= requireCjs('yaml') as typeof Yaml);
 
 interface ServiceValidators {
   file: ValidateFunction;

@@ -4,9 +4,9 @@
 // replaced by REDACTED, and when it is a `!ref` to a
 // parameter, that parameter's default. A file sent back (PUT, validate) with REDACTED at such a
 // place keeps the password the file on disk has there, so a read-edit-write round trip works.
-import { isMap, isScalar, type Document, type Scalar } from 'yaml';
+import type { Document, Scalar } from 'yaml';
 import { BadRequestError } from '../errors/errors.js';
-import { parseServiceDocument, refName } from './service-files.js';
+import { parseServiceDocument, refName, yaml } from './service-files.js';
 
 export const REDACTED = '********';
 
@@ -26,6 +26,7 @@ interface SecretPlace {
 
 /** Every password of the document, with the scalar that holds its value. */
 function secretPlaces(doc: Document): SecretPlace[] {
+  const { isMap, isScalar } = yaml();
   const out: SecretPlace[] = [];
   const resources = doc.get('resources');
   if (!isMap(resources)) return out;
