@@ -38,7 +38,9 @@ export interface AuthenticateDeps {
 
 /**
  * Deadlines of the authentications running: one timer for all of them, sweeping twice per
- * timeout, instead of a timer set and cleared per connect (a connect storm's cost).
+ * timeout, instead of a timer set and cleared per connect (a connect storm's cost). The timer
+ * stops at a sweep that finds nothing running, not when the last one finishes: between two
+ * connects of a storm nothing runs for a moment, and re-arming it each time cost as much.
  */
 class Deadlines {
   private readonly running = new Map<object, { at: number; expire: () => void }>();
@@ -56,13 +58,14 @@ class Deadlines {
 
   delete(key: object): void {
     this.running.delete(key);
-    if (this.running.size === 0 && this.sweep !== undefined) {
-      clearInterval(this.sweep);
-      this.sweep = undefined;
-    }
   }
 
   private expire(): void {
+    if (this.running.size === 0) {
+      clearInterval(this.sweep);
+      this.sweep = undefined;
+      return;
+    }
     const now = Date.now();
     for (const { at, expire } of [...this.running.values()]) if (at <= now) expire();
   }
