@@ -91,6 +91,30 @@ describe('brute-force protection', () => {
       (await t.begin('name-x', '192.0.2.8')).succeeded();
     });
 
+    it('tryBegin reserves at once what begin would not wait for, and nothing else', async () => {
+      const t = createLoginThrottle({ ...options, freeAttempts: 1, delayStepMs: 50, maxDelayMs: 50, maxAttempts: 3, lockoutSeconds: 60, maxTrackedUsernames: 50, maxFailuresPerAddress: 10 });
+      const first = t.tryBegin('u', '192.0.2.1');
+      expect(first, 'a free username and address').to.not.equal(undefined);
+      first!.succeeded();
+      expect(t.size(), 'a success forgets the counter').to.equal(0);
+      // Two failures: the second earned a delay, so the next attempt cannot start at once.
+      t.tryBegin('u')!.failed();
+      t.tryBegin('u')!.failed();
+      expect(t.tryBegin('u'), 'begin would wait for the delay').to.equal(undefined);
+      const delayed = await t.begin('u');
+      delayed.succeeded();
+      // Three checks in flight: a fourth would wait for one of them.
+      const running = [t.tryBegin('v')!, t.tryBegin('v')!, t.tryBegin('v')!];
+      expect(t.tryBegin('v'), 'begin would wait for a place').to.equal(undefined);
+      for (const a of running) a.failed();
+      expect(() => t.tryBegin('v'), 'locked: 429 at once as begin').to.throw(TooManyRequestsError);
+      // An address that has to wait releases the username it did not use (and vice versa).
+      const busy = [t.tryBegin('w1', '192.0.2.9')!, t.tryBegin('w1', '192.0.2.9')!, t.tryBegin('w1', '192.0.2.9')!];
+      expect(t.tryBegin('w1', '192.0.2.9')).to.equal(undefined);
+      for (const a of busy) a.release();
+      for (let i = 0; i < 3; i++) t.tryBegin('w1', '192.0.2.9')!.succeeded();
+    });
+
     it('forgets failures after a quiet period and unlocks after the lockout', async () => {
       let now = 1_000_000;
       const t = createLoginThrottle({ ...options, maxAttempts: 2, lockoutSeconds: 10, maxTrackedUsernames: 10, now: () => now });

@@ -91,6 +91,58 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
     return new TooManyRequestsError(options.message, Math.max(1, Math.ceil(retryMs / 1000)));
   }
 
+  /**
+   * One evaluation of `key` reserved now, with the delay its earlier failures earn; undefined
+   * when it must wait for an evaluation in flight to end. 429 while the key is locked, when too
+   * many wait, or after `waited` turns too many.
+   */
+  function reserve(key: string, waited: number): { attempt: Attempt; delayMs: number } | undefined {
+    const t = now();
+    sweepLocks(t);
+    const until = locks.get(key);
+    if (until !== undefined && until > t) throw tooMany(until - t);
+    const c = counterOf(key, t);
+    if (c.failures + (options.countInFlight === false ? 0 : c.inFlight) >= options.maxAttempts) {
+      if (c.inFlight === 0 || c.waiters.length >= MAX_WAITING || waited > options.maxAttempts + MAX_WAITING) throw tooMany(options.lockMs);
+      return undefined;
+    }
+    c.inFlight += 1;
+    let settled = false;
+    const settle = () => {
+      if (settled) return false;
+      settled = true;
+      c.inFlight -= 1;
+      return true;
+    };
+    const wakeNext = () => c.waiters.shift()?.();
+    const attempt: Attempt = {
+      failed() {
+        if (!settle()) return;
+        c.failures += 1;
+        c.lastFailure = now();
+        if (c.failures >= options.maxAttempts) {
+          locks.delete(key);
+          locks.set(key, c.lastFailure + options.lockMs);
+          c.failures = 0;
+          // Everyone waiting now meets the lock.
+          for (const wake of c.waiters.splice(0)) wake();
+        } else wakeNext();
+      },
+      succeeded() {
+        if (!settle()) return;
+        if (options.resetOnSuccess !== false) c.failures = 0;
+        if (c.inFlight === 0 && c.failures === 0 && c.waiters.length === 0 && counters.get(key) === c) counters.delete(key);
+        wakeNext();
+      },
+      release() {
+        if (settle()) wakeNext();
+      },
+    };
+    const over = c.failures - (options.freeAttempts ?? options.maxAttempts);
+    const delayMs = over > 0 && options.delayStepMs ? Math.min(options.maxDelayMs ?? Infinity, over * options.delayStepMs) : 0;
+    return { attempt, delayMs };
+  }
+
   return {
     /** Seconds left of a lock on `key`, or 0. */
     lockedFor(key: string): number {
@@ -107,16 +159,14 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
      * lock), and is refused if too many wait or it waited too long.
      */
     async begin(key: string): Promise<Attempt> {
-      let c: Counter;
       for (let waited = 0; ; waited++) {
-        const t = now();
-        sweepLocks(t);
-        const until = locks.get(key);
-        if (until !== undefined && until > t) throw tooMany(until - t);
-        c = counterOf(key, t);
-        if (c.failures + (options.countInFlight === false ? 0 : c.inFlight) < options.maxAttempts) break;
-        if (c.inFlight === 0 || c.waiters.length >= MAX_WAITING || waited > options.maxAttempts + MAX_WAITING) throw tooMany(options.lockMs);
-        const counter = c;
+        const reserved = reserve(key, waited);
+        if (reserved) {
+          if (reserved.delayMs > 0) await new Promise((r) => setTimeout(r, reserved.delayMs).unref());
+          return reserved.attempt;
+        }
+        // reserve() kept the counter: evaluations of this key are in flight.
+        const counter = counters.get(key)!;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(() => {
             counter.waiters = counter.waiters.filter((w) => w !== wake);
@@ -129,44 +179,20 @@ export function createAttemptLimiter(options: AttemptLimiterOptions) {
           counter.waiters.push(wake);
         });
       }
-      c.inFlight += 1;
-      let settled = false;
-      const settle = () => {
-        if (settled) return false;
-        settled = true;
-        c.inFlight -= 1;
-        return true;
-      };
-      const wakeNext = () => c.waiters.shift()?.();
-      const attempt: Attempt = {
-        failed() {
-          if (!settle()) return;
-          c.failures += 1;
-          c.lastFailure = now();
-          if (c.failures >= options.maxAttempts) {
-            locks.delete(key);
-            locks.set(key, c.lastFailure + options.lockMs);
-            c.failures = 0;
-            // Everyone waiting now meets the lock.
-            for (const wake of c.waiters.splice(0)) wake();
-          } else wakeNext();
-        },
-        succeeded() {
-          if (!settle()) return;
-          if (options.resetOnSuccess !== false) c.failures = 0;
-          if (c.inFlight === 0 && c.failures === 0 && c.waiters.length === 0 && counters.get(key) === c) counters.delete(key);
-          wakeNext();
-        },
-        release() {
-          if (settle()) wakeNext();
-        },
-      };
-      const over = c.failures - (options.freeAttempts ?? options.maxAttempts);
-      if (over > 0 && options.delayStepMs) {
-        const delay = Math.min(options.maxDelayMs ?? Infinity, over * options.delayStepMs);
-        await new Promise((r) => setTimeout(r, delay).unref());
+    },
+
+    /**
+     * begin() when it has nothing to wait for (no delay earned, a free place): the attempt at
+     * once, synchronously (a device reconnecting with a password verified moments ago). 429 as
+     * begin(); undefined when begin() would wait.
+     */
+    tryBegin(key: string): Attempt | undefined {
+      const reserved = reserve(key, 0);
+      if (reserved && reserved.delayMs > 0) {
+        reserved.attempt.release();
+        return undefined;
       }
-      return attempt;
+      return reserved?.attempt;
     },
 
     /** Forgets the failures and the lock of `key`: an operator's decision (a confirmed registration). */

@@ -40,6 +40,13 @@ export interface LoginResult {
   enforceMFAEnrollment: boolean;
 }
 
+/** A secret that checked out: the user and how. */
+export interface SecretCheck {
+  user: UserRecord;
+  method: 'token' | 'password';
+  tokenFingerprint?: string;
+}
+
 /** One message for every failed login, so an answer never tells whether a username exists. */
 const LOGIN_FAILED = 'invalid username or password';
 
@@ -65,6 +72,9 @@ export function createAuthService(deps: {
     if (change.kind !== 'permissions') verified.forget(change.userId);
   });
 
+  /** Users without grant types may use any method. */
+  const passwordAllowed = (user: UserRecord) => user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password');
+
   /**
    * Checks a username and password with brute-force limits; throws 401 or 429. The attempt is
    * reserved before anything expensive runs, and an unknown username (or one without a
@@ -82,11 +92,11 @@ export function createAuthService(deps: {
         loginCounts.succeeded++;
         return synced;
       }
-      const passwordAllowed = !!user && (user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password'));
-      const hash = passwordAllowed ? user.passwordHash : undefined;
-      const cached = passwordAllowed && hash !== undefined && verified.has(user.id, hash, password);
+      const allowed = !!user && passwordAllowed(user);
+      const hash = allowed ? user.passwordHash : undefined;
+      const cached = allowed && hash !== undefined && verified.has(user.id, hash, password);
       // verify(undefined) derives a dummy hash: the same cost as a wrong password.
-      const ok = cached || ((await hasher.verify(hash, password)) && passwordAllowed);
+      const ok = cached || ((await hasher.verify(hash, password)) && allowed);
       if (!ok || !user) return refuse(attempt, username, via, source);
       attempt.succeeded();
       loginCounts.succeeded++;
@@ -95,6 +105,25 @@ export function createAuthService(deps: {
     } finally {
       // Thrown before an outcome (a directory that is down, a store error): not a failed guess.
       attempt.release();
+    }
+  }
+
+  /**
+   * checkPassword's answer without waiting, for a local password verified moments ago (the
+   * cache) when no limit makes the attempt wait: the user, counted as a success. Undefined:
+   * ask checkPassword (nothing was counted). 429 as checkPassword.
+   */
+  function checkPasswordAtOnce(username: string, password: string, source?: string): UserRecord | undefined {
+    const attempt = throttle.tryBegin(username, source);
+    if (!attempt) return undefined;
+    try {
+      const user = users.findByUsernameForAuth(username);
+      if (!user || user.identityProvider === 'ldap' || !passwordAllowed(user) || !verified.has(user.id, user.passwordHash, password)) return undefined;
+      attempt.succeeded();
+      loginCounts.succeeded++;
+      return user;
+    } finally {
+      attempt.release(); // after succeeded(): nothing
     }
   }
 
@@ -149,7 +178,15 @@ export function createAuthService(deps: {
    * A password alone is refused (403) for users who need MFA; a token from the MFA login is
    * not. Unknown user or wrong secret: 401 as for every login.
    */
-  async function authenticateSecret(username: string, secret: string, via: string, source?: string): Promise<{ user: UserRecord; method: 'token' | 'password'; tokenFingerprint?: string }> {
+  async function authenticateSecret(username: string, secret: string, via: string, source?: string): Promise<SecretCheck> {
+    return authenticateSecretAtOnce(username, secret, source) ?? passwordCheck(await checkPassword(username, secret, via, source));
+  }
+
+  /**
+   * authenticateSecret's answer without waiting: a live session token, or a password verified
+   * moments ago (checkPasswordAtOnce). Undefined: ask authenticateSecret. Throws as it does.
+   */
+  function authenticateSecretAtOnce(username: string, secret: string, source?: string): SecretCheck | undefined {
     if (looksLikeToken(secret)) {
       const record = tokens.verify(secret);
       const user = record ? users.find(record.userId) : undefined;
@@ -158,7 +195,11 @@ export function createAuthService(deps: {
         return { user, method: 'token', tokenFingerprint: record.fingerprint };
       }
     }
-    const user = await checkPassword(username, secret, via, source);
+    const user = checkPasswordAtOnce(username, secret, source);
+    return user && passwordCheck(user);
+  }
+
+  function passwordCheck(user: UserRecord): SecretCheck {
     if (user.enforceMFAEnrollment && !user.mfa.enrolled) throw new ForbiddenError('MFA enrollment is required first');
     // A password alone is not enough for a user enrolled in MFA: a token from the MFA login is.
     if (user.mfa.enrolled) throw new ForbiddenError('MFA is enabled for this user: use a session token from the MFA login');
@@ -169,6 +210,7 @@ export function createAuthService(deps: {
     loginCounts: () => ({ ...loginCounts }),
     checkPassword,
     authenticateSecret,
+    authenticateSecretAtOnce,
     issueSession,
 
     /**

@@ -70,6 +70,13 @@ export function createMqttAccess(deps: {
         throw err;
       }
     },
+    authenticateAtOnce(credentials) {
+      const { username, password } = credentials;
+      // Certificates (and missing credentials) take authenticate()'s path.
+      if (credentials.certificate || !username || password === undefined) return undefined;
+      const known = auth.authenticateSecretAtOnce(username, password.toString('utf8'), credentials.remoteAddress);
+      return known && principalOf(known.user, known.method, known.tokenFingerprint);
+    },
     principalOf(username, method = 'password', tokenFingerprint) {
       // The decoded record cached for password checks: asked on a cluster's publish path.
       const user = users.findByUsernameForAuth(username) as UserRecord | undefined;

@@ -45,6 +45,22 @@ export function createLoginThrottle(options: LoginThrottleOptions) {
         })
       : undefined;
 
+  /** One attempt of both limits: what happens to it happens to both. */
+  const both = (forUser: Attempt, fromAddress: Attempt | undefined): Attempt => ({
+    failed() {
+      forUser.failed();
+      fromAddress?.failed();
+    },
+    succeeded() {
+      forUser.succeeded();
+      fromAddress?.succeeded();
+    },
+    release() {
+      forUser.release();
+      fromAddress?.release();
+    },
+  });
+
   return {
     /**
      * Reserves one password check for `username` (and its source address): throws 429 while
@@ -59,20 +75,24 @@ export function createLoginThrottle(options: LoginThrottleOptions) {
         fromAddress?.release();
         throw err;
       }
-      return {
-        failed() {
-          forUser.failed();
-          fromAddress?.failed();
-        },
-        succeeded() {
-          forUser.succeeded();
-          fromAddress?.succeeded();
-        },
-        release() {
-          forUser.release();
-          fromAddress?.release();
-        },
-      };
+      return both(forUser, fromAddress);
+    },
+    /** begin() at once, when neither limit would make it wait (else undefined); 429 as begin(). */
+    tryBegin(username: string, address?: string): Attempt | undefined {
+      const fromAddress = address !== undefined && byAddress ? byAddress.tryBegin(address) : undefined;
+      if (address !== undefined && byAddress && !fromAddress) return undefined;
+      let forUser: Attempt | undefined;
+      try {
+        forUser = byUsername.tryBegin(username);
+      } catch (err) {
+        fromAddress?.release();
+        throw err;
+      }
+      if (!forUser) {
+        fromAddress?.release();
+        return undefined;
+      }
+      return both(forUser, fromAddress);
     },
     /** A registration confirmed for this username: its earlier failed polls (and a lock they caused) no longer count. */
     forget(username: string): void {

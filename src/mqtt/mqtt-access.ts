@@ -52,6 +52,12 @@ export interface MqttAccess {
    * or ForbiddenError ("not authorized") from src/errors.
    */
   authenticate(credentials: MqttCredentials): Promise<MqttPrincipal>;
+  /**
+   * authenticate()'s answer when it needs no waiting (a session token, a password verified
+   * moments ago: a device reconnecting), synchronously; undefined: ask authenticate(). Throws
+   * as authenticate() rejects. Optional: without it every connect waits for authenticate().
+   */
+  authenticateAtOnce?(credentials: MqttCredentials): MqttPrincipal | undefined;
   /** Publish (write) or receive (read) on a concrete, already prefixed topic. */
   allows(principal: MqttPrincipal, operation: 'read' | 'write', topic: string): boolean;
   /** Subscribe: one read permission must cover the whole filter. */

@@ -23,12 +23,9 @@ import type { MqttCredentials, MqttPrincipal } from '../mqtt-access.js';
 import type { RevocationLog } from '../revocation-log.js';
 import type { SessionRegistry } from '../session-registry.js';
 
-export type AuthenticateHook = (
-  client: Client,
-  username: Readonly<string | undefined>,
-  password: Readonly<Buffer | undefined>,
-  done: (error: ConnackError | null, success: boolean | null) => void,
-) => void;
+type Done = (error: ConnackError | null, success: boolean | null) => void;
+
+export type AuthenticateHook = (client: Client, username: Readonly<string | undefined>, password: Readonly<Buffer | undefined>, done: Done) => void;
 
 export interface AuthenticateDeps {
   limiter: ConcurrencyLimiter;
@@ -74,6 +71,39 @@ class Deadlines {
 export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, sessions }: AuthenticateDeps): AuthenticateHook {
   const cfg = ctx.cfg;
   const deadlines = new Deadlines(cfg.connectTimeoutMs);
+
+  /**
+   * The CONNACK of an authentication that ended (`err`, or the principal): a refusal with its
+   * return code, or the client admitted, unless its credentials were revoked since `since`
+   * (revocations.seq when it began) or its client id belongs to another user.
+   */
+  function conclude(client: Client, name: string | undefined, since: number, err: unknown, principal: MqttPrincipal | undefined, done: Done): void {
+    const st = stateOf(client)!;
+    if (err !== null || !principal) {
+      const code = returnCodeFor(err);
+      const reason = code === 4 ? 'bad username or password' : code === 5 ? 'not authorized' : 'authentication failed';
+      if (code === 3) {
+        ctx.log.error('mqtt authentication error', { clientId: client.id, username: name, error: err instanceof Error ? err.message : String(err) });
+      }
+      recordRefusal(ctx, st, { clientId: client.id, username: name, returnCode: code, reason });
+      return done(connackError(code, reason), null);
+    }
+    const revoked = revocations.revokedSince(since, principal);
+    if (revoked !== false) {
+      const code = revoked === null ? 3 : 4;
+      recordRefusal(ctx, st, { clientId: client.id, username: principal.username, returnCode: code, reason: 'credentials revoked during authentication' });
+      return done(connackError(code, 'credentials revoked'), null);
+    }
+    if (!sessions.ownerAllows(client, principal.userId)) {
+      recordRefusal(ctx, st, { clientId: client.id, username: principal.username, returnCode: 2, reason: 'client id is in use by another user' });
+      return done(connackError(2, 'client id is in use by another user'), null);
+    }
+    st.principal = principal;
+    sessions.admitUser(client, principal);
+    ctx.counters.connectsAccepted++;
+    done(null, true);
+  }
+
   return (client, username, password, done) => {
     const st = stateOf(client);
     if (!st) return done(connackError(3, 'unknown connection'), null);
@@ -103,6 +133,16 @@ export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, s
     if (certificate !== undefined) credentials.certificate = certificate;
     if (st.remote) credentials.remoteAddress = st.remote;
 
+    // A session token or a password verified moments ago (a device reconnecting) is answered
+    // at once: nothing to wait for, so no slot of the limiter and no deadline.
+    let known: MqttPrincipal | undefined;
+    try {
+      known = ctx.access.authenticateAtOnce?.(credentials);
+    } catch (err) {
+      return conclude(client, username ?? certificate?.commonName, revocations.seq, err ?? new Error('authentication failed'), undefined, done);
+    }
+    if (known) return conclude(client, username, revocations.seq, null, known, done);
+
     limiter.schedule((release) => {
       if (client.closed) {
         release(); // gave up while waiting for a slot
@@ -116,29 +156,7 @@ export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, s
         deadlines.delete(client);
         release();
         if (client.closed) return;
-        if (err !== null || !principal) {
-          const code = returnCodeFor(err);
-          const reason = code === 4 ? 'bad username or password' : code === 5 ? 'not authorized' : 'authentication failed';
-          if (code === 3) {
-            ctx.log.error('mqtt authentication error', { clientId: client.id, username, error: err instanceof Error ? err.message : String(err) });
-          }
-          recordRefusal(ctx, st, { clientId: client.id, username: username ?? certificate?.commonName, returnCode: code, reason });
-          return done(connackError(code, reason), null);
-        }
-        const revoked = revocations.revokedSince(since, principal);
-        if (revoked !== false) {
-          const code = revoked === null ? 3 : 4;
-          recordRefusal(ctx, st, { clientId: client.id, username: principal.username, returnCode: code, reason: 'credentials revoked during authentication' });
-          return done(connackError(code, 'credentials revoked'), null);
-        }
-        if (!sessions.ownerAllows(client, principal.userId)) {
-          recordRefusal(ctx, st, { clientId: client.id, username: principal.username, returnCode: 2, reason: 'client id is in use by another user' });
-          return done(connackError(2, 'client id is in use by another user'), null);
-        }
-        st.principal = principal;
-        sessions.admitUser(client, principal);
-        ctx.counters.connectsAccepted++;
-        done(null, true);
+        conclude(client, username ?? certificate?.commonName, since, err, principal, done);
       };
       deadlines.add(client, () => finish(new Error('authentication timed out')));
       try {
