@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { createLogger } from '../src/log/index.js';
 
 /** A logger writing into memory; the parsed lines. */
@@ -57,6 +58,24 @@ describe('logger levels', () => {
 });
 
 describe('logger lines', () => {
+  it('stamps each line as new Date().toISOString() would, across millisecond, second and day boundaries', () => {
+    const clock = sinon.useFakeTimers({ now: 0, toFake: ['Date'] });
+    try {
+      const stream = new PassThrough();
+      const direct = createLogger({ level: 'info', stream });
+      const instants = [0, 1, 9, 10, 99, 100, 999, 1000, 1001, 59_999, 60_000, 86_399_999, 86_400_000, 1_735_689_599_999, 1_735_689_600_000, 1_735_689_600_042, 1_735_689_600_042, 1_735_689_600_500];
+      const stamps: string[] = [];
+      for (const t of instants) {
+        clock.setSystemTime(t);
+        direct.info('tick', { n: t });
+        stamps.push((JSON.parse(String(stream.read())) as { timestamp: string }).timestamp);
+      }
+      expect(stamps).to.deep.equal(instants.map((t) => new Date(t).toISOString()));
+    } finally {
+      clock.restore();
+    }
+  });
+
   it('writes flat records byte for byte as winston formats them (sorted keys, redaction, escapes, numbers, arrays of those)', async () => {
     const { default: winston } = await import('winston');
     const format = winston.format.combine(winston.format.timestamp(), winston.format.json());

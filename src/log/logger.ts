@@ -94,7 +94,7 @@ function createSink(stream: NodeJS.WritableStream): Sink {
     write(level, msg, fields, meta) {
       const info: Record<string | symbol, unknown> = {};
       for (const m of meta) Object.assign(info, m);
-      const tokens = typeof msg === 'string' && FORMAT_TOKENS.test(msg);
+      const tokens = typeof msg === 'string' && msg.includes('%') && FORMAT_TOKENS.test(msg);
       if (fields && !tokens) Object.assign(info, fields);
       info[LEVEL] = level;
       info.level = level;
@@ -134,14 +134,26 @@ function keyForm(key: string): KeyForm {
   return form;
 }
 
-/** new Date().toISOString(), formatted once per millisecond. */
+/**
+ * new Date().toISOString(): its date and time of day formatted once per second, the
+ * milliseconds appended (a connect storm logs a line every few hundred microseconds).
+ */
 let stampMs = -1;
 let stamp = '';
+let stampSecond = Number.NaN;
+/** "YYYY-MM-DDTHH:MM:SS." of stampSecond. */
+let stampPrefix = '';
 function timestampNow(): string {
   const ms = Date.now();
   if (ms !== stampMs) {
+    const second = Math.floor(ms / 1000);
+    if (second !== stampSecond) {
+      stampSecond = second;
+      stampPrefix = new Date(second * 1000).toISOString().slice(0, -4);
+    }
+    const millis = ms - second * 1000;
     stampMs = ms;
-    stamp = new Date(ms).toISOString();
+    stamp = `${stampPrefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
   }
   return stamp;
 }
