@@ -101,6 +101,38 @@ describe('logger lines', () => {
       const strip = (line: string) => line.replace(/"timestamp":"[^"]+"/, '"timestamp":"T"');
       expect(strip(fast), JSON.stringify(fields)).to.equal(strip(expected));
     }
+    // The same lines through child loggers, each call made twice (the second from the layout
+    // the first left) and with changing field names under one message.
+    const winstonLine = (meta: Record<string, unknown>[], msg: string, fields: Record<string, unknown>) => {
+      const info: Record<string | symbol, unknown> = Object.assign({}, ...meta, fields, { level: 'warn', message: msg });
+      if (fields.message) info.message = `${msg} ${String(fields.message)}`;
+      info[Symbol.for('level')] = 'warn';
+      for (const key of Object.keys(info)) if (key !== 'level' && key !== 'message' && /^(password|token|secret|cookie)$/i.test(key)) info[key] = '[redacted]';
+      return (format.transform(info as never, format.options) as Record<symbol, string>)[Symbol.for('message')]!;
+    };
+    const outer = { component: 'mqtt', shadowed: 'outer', token: 'child-secret', timestamp: 'child', list: ['a', 1] };
+    const inner = { part: 'auth', shadowed: 'inner', gone: undefined, level: 'child-level' };
+    const calls: Record<string, unknown>[] = [
+      ...records,
+      { shadowed: 'call', extra: 1 },
+      { shadowed: undefined, extra: 2 },
+      { extra: 3, shadowed: 'order' },
+      {},
+      { message: 'appended', extra: 4 },
+      { level: 'field-level', message: '' },
+    ];
+    const stream2 = new PassThrough();
+    const child = createLogger({ level: 'info', stream: stream2 }).child(outer).child(inner);
+    for (const fields of [...calls, ...calls]) {
+      child.warn('same message', fields);
+      const fast = String(stream2.read()).trimEnd();
+      const strip = (line: string) => line.replace(/"timestamp":"[^"]+"/, '"timestamp":"T"');
+      expect(strip(fast), JSON.stringify(fields)).to.equal(strip(winstonLine([outer, inner], 'same message', fields)));
+    }
+    // A child field that is not flat: winston formats every line of that logger.
+    const stream3 = new PassThrough();
+    createLogger({ level: 'info', stream: stream3 }).child({ nested: { password: 'p' } }).info('m', { a: 1 });
+    expect(JSON.parse(String(stream3.read()))).to.deep.include({ nested: { password: '[redacted]' }, a: 1 });
     // Objects still go through winston (redacted at any depth).
     const stream = new PassThrough();
     createLogger({ level: 'info', stream }).info('nested', { user: { name: 'n', password: 'p' }, list: [1, { token: 't' }] });

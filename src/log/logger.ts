@@ -1,23 +1,7 @@
 import { createRequire } from 'node:module';
 import { EOL } from 'node:os';
 import type Winston from 'winston';
-
-/** Keys whose values never reach a log line, at any depth. */
-const secretKeys = new Set([
-  'password',
-  'newpassword',
-  'token',
-  'secret',
-  'otp',
-  'backupcode',
-  'backupcodes',
-  'authorization',
-  'cookie',
-  'bindpassword',
-  'clientsecret',
-  'csr',
-  'privatekey',
-]);
+import { createLineLayouts, flatLine, secretKeys } from './flat-line.js';
 
 export function redact(value: unknown, depth = 0): unknown {
   if (depth > 6 || value === null || typeof value !== 'object') return value;
@@ -90,11 +74,18 @@ interface Sink {
  * connect, and the pipeline was most of its cost).
  */
 function createSink(stream: NodeJS.WritableStream): Sink {
+  const layouts = createLineLayouts();
   return {
     write(level, msg, fields, meta) {
+      const tokens = typeof msg === 'string' && msg.includes('%') && FORMAT_TOKENS.test(msg);
+      // Most lines: the record is never built (flat-line.ts).
+      const laidOut = typeof msg === 'string' && !tokens ? layouts.line(level, msg, fields, meta) : undefined;
+      if (laidOut !== undefined) {
+        stream.write(laidOut + EOL);
+        return;
+      }
       const info: Record<string | symbol, unknown> = {};
       for (const m of meta) Object.assign(info, m);
-      const tokens = typeof msg === 'string' && msg.includes('%') && FORMAT_TOKENS.test(msg);
       if (fields && !tokens) Object.assign(info, fields);
       info[LEVEL] = level;
       info.level = level;
@@ -116,95 +107,6 @@ function createSink(stream: NodeJS.WritableStream): Sink {
   };
 }
 
-/** A field name as it appears in a line (`"name":`), and whether its value is redacted. */
-interface KeyForm {
-  json: string;
-  secret: boolean;
-}
-/** Field names come from the code (a few dozen); bounded all the same. */
-const KEY_FORMS_MAX = 1024;
-const keyForms = new Map<string, KeyForm>();
-
-function keyForm(key: string): KeyForm {
-  let form = keyForms.get(key);
-  if (form === undefined) {
-    form = { json: `${JSON.stringify(key)}:`, secret: key !== 'level' && key !== 'message' && secretKeys.has(key.toLowerCase()) };
-    if (keyForms.size < KEY_FORMS_MAX) keyForms.set(key, form);
-  }
-  return form;
-}
-
-/**
- * new Date().toISOString(): its date and time of day formatted once per second, the
- * milliseconds appended (a connect storm logs a line every few hundred microseconds).
- */
-let stampMs = -1;
-let stamp = '';
-let stampSecond = Number.NaN;
-/** "YYYY-MM-DDTHH:MM:SS." of stampSecond. */
-let stampPrefix = '';
-function timestampNow(): string {
-  const ms = Date.now();
-  if (ms !== stampMs) {
-    const second = Math.floor(ms / 1000);
-    if (second !== stampSecond) {
-      stampSecond = second;
-      stampPrefix = new Date(second * 1000).toISOString().slice(0, -4);
-    }
-    const millis = ms - second * 1000;
-    stampMs = ms;
-    stamp = `${stampPrefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
-  }
-  return stamp;
-}
-
-/** An array element JSON.stringify writes as winston's JSON format does (non-finite numbers: null). */
-const isFlatElement = (v: unknown): boolean => v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
-
-/**
- * The line winston's formats (redact, timestamp, JSON with sorted keys) make of a record whose
- * values are all strings, numbers, booleans, null, undefined or arrays of those, built directly: a fraction of the
- * cost (the broker logs one such line per connect; field names and the timestamp are formatted
- * once, not per line). Anything else (objects, errors, bigints): undefined, and winston formats
- * it. test/logger.test.ts compares both byte for byte.
- */
-function flatLine(info: Record<string, unknown>): string | undefined {
-  const keys = Object.keys(info);
-  if (!Object.prototype.hasOwnProperty.call(info, 'timestamp')) keys.push('timestamp');
-  keys.sort();
-  let line = '{';
-  let separator = '';
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
-    let value = key === 'timestamp' ? timestampNow() : info[key];
-    if (value === undefined) continue;
-    const form = keyForm(key);
-    if (form.secret) value = '[redacted]';
-    let json: string;
-    switch (typeof value) {
-      case 'string':
-        json = JSON.stringify(value);
-        break;
-      case 'boolean':
-        json = value ? 'true' : 'false';
-        break;
-      case 'number':
-        json = Number.isFinite(value) ? String(value) : 'null';
-        break;
-      case 'object':
-        if (value === null) json = 'null';
-        else if (Array.isArray(value) && value.every(isFlatElement)) json = JSON.stringify(value);
-        else return undefined;
-        break;
-      default:
-        return undefined;
-    }
-    line += separator + form.json + json;
-    separator = ',';
-  }
-  return `${line}}`;
-}
-
 function wrap(sink: Sink, threshold: number, meta: Record<string, unknown>[], closeFn: () => Promise<void>): Logger {
   const at = (level: string) => {
     const enabled = threshold >= LEVELS[level]!;
@@ -222,7 +124,8 @@ function wrap(sink: Sink, threshold: number, meta: Record<string, unknown>[], cl
     // not lose security events.
     audit: (event, fields) => sink.write('info', event, { audit: true, ...(fields ?? {}) }, meta),
     lifecycle: (msg, fields) => sink.write('info', msg, fields, meta),
-    child: (fields) => wrap(sink, threshold, [...meta, fields], closeFn),
+    // A copy: the line layouts format a child's fields once (flat-line.ts).
+    child: (fields) => wrap(sink, threshold, [...meta, { ...fields }], closeFn),
     close: closeFn,
   };
 }
