@@ -108,7 +108,7 @@ describe('brute-force protection', () => {
       expect(t.tryBegin('v'), 'begin would wait for a place').to.equal(undefined);
       for (const a of running) a.failed();
       expect(() => t.tryBegin('v'), 'locked: 429 at once as begin').to.throw(TooManyRequestsError);
-      // An address that has to wait releases the username it did not use (and vice versa).
+      // With an address too: a username at its limit has to wait (undefined); once its three end, three more run.
       const busy = [t.tryBegin('w1', '192.0.2.9')!, t.tryBegin('w1', '192.0.2.9')!, t.tryBegin('w1', '192.0.2.9')!];
       expect(t.tryBegin('w1', '192.0.2.9')).to.equal(undefined);
       for (const a of busy) a.release();
