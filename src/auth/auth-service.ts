@@ -6,12 +6,11 @@ import type { PermissionEngine } from '../permissions/permission-engine.js';
 import type { PermissionRecord, TokenRecord, UserRecord } from '../store/index.js';
 import type { UserService } from '../users/user-service.js';
 import type { MfaChallenges } from '../mfa/mfa-challenges.js';
-import type { Attempt } from './attempt-limiter.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { looksLikeToken, tokenFingerprint, type TokenService } from './token-service.js';
 import type { AccessEvents } from './access-events.js';
-import { createVerifiedPasswordCache } from './verified-password-cache.js';
+import { createPasswordCheck } from './password-check.js';
 import type { LdapService } from '../ldap/index.js';
 
 /** Who is calling, once a credential checked out. */
@@ -47,9 +46,6 @@ export interface SecretCheck {
   tokenFingerprint?: string;
 }
 
-/** One message for every failed login, so an answer never tells whether a username exists. */
-const LOGIN_FAILED = 'invalid username or password';
-
 export function createAuthService(deps: {
   users: UserService;
   tokens: TokenService;
@@ -65,86 +61,7 @@ export function createAuthService(deps: {
   ldap?: Pick<LdapService, 'enabled' | 'login'>;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;
-  /** For /metrics: password checks by outcome (every path: REST, Basic, MQTT, OPC UA, LDAP). */
-  const loginCounts = { succeeded: 0, failed: 0 };
-  const verified = createVerifiedPasswordCache({ ttlMs: config.verifiedPasswordCacheSeconds * 1000, maxEntries: 10_000 });
-  deps.events.on((change) => {
-    if (change.kind !== 'permissions') verified.forget(change.userId);
-  });
-
-  /** Users without grant types may use any method. */
-  const passwordAllowed = (user: UserRecord) => user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password');
-
-  /**
-   * Checks a username and password with brute-force limits; throws 401 or 429. The attempt is
-   * reserved before anything expensive runs, and an unknown username (or one without a
-   * password) costs one scrypt of the current parameters like a wrong password does, so
-   * neither the answer nor its time tells whether the username exists.
-   */
-  async function checkPassword(username: string, password: string, via: string, source?: string): Promise<UserRecord> {
-    const attempt = await throttle.begin(username, source);
-    try {
-      const user = users.findByUsernameForAuth(username);
-      if (user?.identityProvider === 'ldap' || (!user && deps.ldap?.enabled())) {
-        const synced = await checkDirectoryPassword(username, password, via, user);
-        if (!synced) return refuse(attempt, username, via, source, 'ldap');
-        attempt.succeeded();
-        loginCounts.succeeded++;
-        return synced;
-      }
-      const allowed = !!user && passwordAllowed(user);
-      const hash = allowed ? user.passwordHash : undefined;
-      const cached = allowed && hash !== undefined && verified.has(user.id, hash, password);
-      // verify(undefined) derives a dummy hash: the same cost as a wrong password.
-      const ok = cached || ((await hasher.verify(hash, password)) && allowed);
-      if (!ok || !user) return refuse(attempt, username, via, source);
-      attempt.succeeded();
-      loginCounts.succeeded++;
-      if (!cached) verified.remember(user.id, hash, password); // a hit renewed its entry itself
-      return user;
-    } finally {
-      // Thrown before an outcome (a directory that is down, a store error): not a failed guess.
-      attempt.release();
-    }
-  }
-
-  /**
-   * checkPassword's answer without waiting, for a local password verified moments ago (the
-   * cache) when no limit makes the attempt wait: the user, counted as a success. Undefined:
-   * ask checkPassword (nothing was counted). 429 as checkPassword.
-   */
-  function checkPasswordAtOnce(username: string, password: string, source?: string): UserRecord | undefined {
-    const attempt = throttle.tryBegin(username, source);
-    if (!attempt) return undefined;
-    try {
-      const user = users.findByUsernameForAuth(username);
-      if (!user || user.identityProvider === 'ldap' || !passwordAllowed(user) || !verified.has(user.id, user.passwordHash, password)) return undefined;
-      attempt.succeeded();
-      loginCounts.succeeded++;
-      return user;
-    } finally {
-      attempt.release(); // after succeeded(): nothing
-    }
-  }
-
-  function refuse(attempt: Attempt, username: string, via: string, source: string | undefined, identityProvider?: 'ldap'): never {
-    attempt.failed();
-    loginCounts.failed++;
-    log.audit('login failed', { username, via, ...(source ? { source } : {}), ...(identityProvider ? { identityProvider } : {}) });
-    throw new UnauthorizedError(LOGIN_FAILED);
-  }
-
-  /**
-   * An LDAP bind instead of the local hash, for `ldap` users and (LDAP enabled) unknown
-   * usernames; never for `local` users. Not cached: a cached check could not notice a
-   * password changed in the directory. Same throttle and same answer as a local failure.
-   */
-  async function checkDirectoryPassword(username: string, password: string, via: string, user: UserRecord | undefined): Promise<UserRecord | undefined> {
-    const passwordAllowed = !user || user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password');
-    if (passwordAllowed && deps.ldap?.enabled()) return deps.ldap.login(username, password, via);
-    await hasher.verify(undefined, password); // as long as an unknown username takes
-    return undefined;
-  }
+  const { checkPassword, checkPasswordAtOnce, loginCounts } = createPasswordCheck({ users, hasher, throttle, events: deps.events, config, log, ...(deps.ldap ? { ldap: deps.ldap } : {}) });
 
   function lifetime(hours: number | undefined): number {
     if (hours === undefined) return config.tokenLifetimeHours;
@@ -207,7 +124,7 @@ export function createAuthService(deps: {
   }
 
   return {
-    loginCounts: () => ({ ...loginCounts }),
+    loginCounts,
     checkPassword,
     authenticateSecret,
     authenticateSecretAtOnce,
