@@ -102,8 +102,7 @@ export function createPasswordCheck(deps: {
    * password changed in the directory. Same throttle and same answer as a local failure.
    */
   async function checkDirectoryPassword(username: string, password: string, via: string, user: UserRecord | undefined): Promise<UserRecord | undefined> {
-    const passwordAllowed = !user || user.grantTypes.length === 0 || user.grantTypes.some((g) => g.method === 'password');
-    if (passwordAllowed && deps.ldap?.enabled()) return deps.ldap.login(username, password, via);
+    if ((!user || passwordAllowed(user)) && deps.ldap?.enabled()) return deps.ldap.login(username, password, via);
     await hasher.verify(undefined, password); // as long as an unknown username takes
     return undefined;
   }
