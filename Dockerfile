@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# gatewayd on Node 24 LTS (see README "Running it as a service" for why not 26). Build: docker build -t gatewayd .
+# gatewayd on Node 24 LTS (see docs/operations.md "Running it as a service" for why not 26). Build: docker build -t gatewayd .
 # Run:   docker run -p 8443:8443 -p 1883:1883 -p 8883:8883 -v gatewayd-data:/var/lib/gatewayd \
 #          -v gatewayd-services:/etc/gatewayd/services gatewayd
 FROM node:24-bookworm-slim AS build
@@ -32,12 +32,12 @@ COPY --from=build /app/dist/ui ./dist/ui
 COPY --from=build /app/config ./config
 USER gatewayd
 VOLUME ["/var/lib/gatewayd", "/etc/gatewayd/services"]
-# 8443: HTTPS (API, web UI, wss). 8080 serves in full only loopback clients (README "HTTPS"):
+# 8443: HTTPS (API, web UI, wss). 8080 serves in full only loopback clients (docs/https.md):
 # from outside the container it answers /health and redirects to 8443.
 EXPOSE 8443 8080 1883 8883
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.GATEWAYD_HTTP_PORT||8080)+'/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
-# The same Node flags as npm start and the systemd unit (README "Footprint").
+# The same Node flags as npm start and the systemd unit (docs/footprint.md).
 CMD ["node", "dist/src/main.js"]

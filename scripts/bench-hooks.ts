@@ -1,4 +1,4 @@
-// Cluster broker hooks (README "Scaling out"), measured as shipped: the daemon runs as its own
+// Cluster broker hooks (docs/scaling-out.md), measured as shipped: the daemon runs as its own
 // process with `npm start`'s node flags, and its CPU (every thread, from /proc) is read around
 // each phase.
 // 1. Decisions per second and gatewayd CPU per decision of each hook over keep-alive HTTP

@@ -1,4 +1,4 @@
-// HTTPS benchmark (README "HTTPS"): the daemon as shipped (npm start's Node flags, its own
+// HTTPS benchmark (docs/https.md): the daemon as shipped (npm start's Node flags, its own
 // process, the gateway CA's RSA 2048 certificate) and TLS clients here.
 //  (a) handshakes per second and the daemon's CPU per handshake (utime + stime of its process
 //      from /proc, all its threads), full and resumed (session tickets), TLS 1.3 and 1.2, with

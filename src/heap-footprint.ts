@@ -1,4 +1,4 @@
-// Keeps V8's heap small on an idle gateway without making a busy one pay (README "Footprint").
+// Keeps V8's heap small on an idle gateway without making a busy one pay (docs/footprint.md).
 //
 // V8 grows its young generation (to 2 × 16 MiB on 64-bit) when scavenges find many survivors,
 // and shrinks it only in a collection that finds the allocation rate low: below 1 byte/µs over

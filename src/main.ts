@@ -2,7 +2,7 @@
 // The entry of the daemon process. It stays this small on purpose: V8's optimizing compiler is
 // paused, and its young generation held at its initial size, before the daemon's modules are even
 // loaded (loading them is most of the start-up work); daemon-process.ts undoes both at ready
-// (README "Footprint"), and disabled `debug` instances are made free before any library creates
+// (docs/footprint.md), and disabled `debug` instances are made free before any library creates
 // one (quiet-debug.ts).
 import { pathToFileURL } from 'node:url';
 import { holdYoungGeneration } from './heap-footprint.js';

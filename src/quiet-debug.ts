@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 
 /**
- * Disabled `debug` instances cost the broker nothing again (README "The MQTT broker").
+ * Disabled `debug` instances cost the broker nothing again (docs/mqtt-broker.md).
  *
  * mqtt-packet calls its `debug` instances about 20 times per MQTT message, formatting nothing
  * while DEBUG does not name them. In a process of its own, V8 inlines those calls into the parser

@@ -2,7 +2,7 @@ import v8 from 'node:v8';
 
 /**
  * Keeps V8's optimizing compiler (TurboFan) off while the daemon loads and starts, and turns it
- * back on at ready (README "Footprint"). Start-up code runs once, so optimizing it buys nothing,
+ * back on at ready (docs/footprint.md). Start-up code runs once, so optimizing it buys nothing,
  * yet TurboFan's start-up compilations left about 6 MiB that malloc keeps and touched about
  * 4 MiB of the compiler's own code in the Node binary; without them the daemon is ready sooner
  * and idles 8-10 MiB smaller. From ready on, hot code (the broker, the API) is optimized as with

@@ -71,7 +71,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
-  // The audit trail (DESIGN §14): every part logs through `log`, whose audit events also go to the store.
+  // The audit trail (docs/design.md §14): every part logs through `log`, whose audit events also go to the store.
   const audit = createAuditTrail({
     store,
     log: baseLog,
@@ -88,7 +88,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   const throttle = createLoginThrottle(config.auth.loginThrottle);
   const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
-  // LDAP single sign-on (DESIGN §8); reads config.ldap at call time, one directory connection per login.
+  // LDAP single sign-on (docs/design.md §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });
   const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
   const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: async (userId, keep) => {
@@ -98,7 +98,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     return revoked;
   } });
   const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
-  // A cluster broker's hooks (README "Scaling out"): the same MqttAccess port as the embedded broker.
+  // A cluster broker's hooks (docs/scaling-out.md): the same MqttAccess port as the embedded broker.
   const brokerHooks = createBrokerHooks({
     config: config.brokerHooks,
     access: mqttAccess,
@@ -123,9 +123,9 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   });
   // In memory: a restart relocks the registry and forgets pending requests.
   const registry = createRegistryService({ users, roles, hasher, ca: () => ca, config: config.registry, policy: config.policy, log, onGranted: (username) => throttle.forget(username) });
-  // OpenID Connect single sign-on (DESIGN §8); reads config.idp at call time.
+  // OpenID Connect single sign-on (docs/design.md §8); reads config.idp at call time.
   const idp = createIdpService({ config, users, roles, tokens, log });
-  // Bridges to upstream brokers (DESIGN §14): Bridge resources of the service files run on this
+  // Bridges to upstream brokers (docs/design.md §14): Bridge resources of the service files run on this
   // engine, as their runAs user (the permission engine decides what leaves and what comes in).
   const bridges = createBridgeService({
     store,
@@ -143,7 +143,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     dataDir: config.dataDir,
     clientIdPrefix: agentName(),
   });
-  // Sparkplug B edge nodes (DESIGN §14): their sessions go to the embedded broker as their runAs
+  // Sparkplug B edge nodes (docs/design.md §14): their sessions go to the embedded broker as their runAs
   // user (a session token minted per connect) or upstream; runAs's permissions bound them.
   const sparkplug = createSparkplugSupport({
     identity: {
@@ -162,7 +162,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     dataDir: config.dataDir,
     log,
   });
-  // Protocol mapping (DESIGN §11): service files → runtime on the broker's data plane; started after the broker.
+  // Protocol mapping (docs/design.md §11): service files → runtime on the broker's data plane; started after the broker.
   const mapping = createMappingService({
     bridges,
     config: config.mapping,
@@ -223,7 +223,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     else log.error('the store cannot write: writes answer 507 until it can again', { reason: h.reason });
   });
 
-  // HTTPS (README "HTTPS"): the plain port serves only http.plainAllowedFrom in full; its
+  // HTTPS (docs/https.md): the plain port serves only http.plainAllowedFrom in full; its
   // messages name the HTTPS port bound (known once it listens, or the configured one).
   let httpsPort = (): number => config.http.tlsPort;
   const plainHttp = createPlainHttpPolicy({ allowedFrom: config.http.plainAllowedFrom, trustProxy: config.http.trustProxy, httpsPort: () => httpsPort() });

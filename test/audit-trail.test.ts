@@ -1,4 +1,4 @@
-// The audit trail (DESIGN §14, README "Audit trail"): every audit event also goes to the store
+// The audit trail (docs/design.md §14, docs/security.md "Audit trail"): every audit event also goes to the store
 // and GET /api/audit pages it — the caller of the request and the client address recorded,
 // filters (time range, user, action, outcome) and a cursor, 400 on bad input, 403 without the
 // permission on the path, no secret stored; bounded by count and by age with a page costing the

@@ -1,4 +1,4 @@
-// Table-driven authorization over EVERY operation of src/http/openapi.yaml (DESIGN §3, §4):
+// Table-driven authorization over EVERY operation of src/http/openapi.yaml (docs/design.md §3, §4):
 // - permission operations: no credential 401; a user without permissions 403; a user holding
 //   exactly {http, <concrete path>, read for GET / write otherwise} passes (any status but
 //   401/403); a user holding only the opposite operation 403;
@@ -137,7 +137,7 @@ describe('authorization matrix', function () {
   }
   const show = (op: Operation, res: ApiResponse) => `${op.key} -> ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`;
 
-  it('covers every operation of the document, and the access classes are those of DESIGN §3', () => {
+  it('covers every operation of the document, and the access classes are those of docs/design.md §3', () => {
     expect(OPS.length).to.be.at.least(88); // the contract's 88 and the additions (openapi-document.test.ts checks the exact set)
     const keys = new Set(OPS.map((o) => o.key));
     const declaredPublic = OPS.filter((o) => Array.isArray(deref(doc.paths[o.key.split(' ')[1]!])[o.method.toLowerCase()].security)).map((o) => o.key);
@@ -257,7 +257,7 @@ describe('authorization matrix', function () {
     });
 
     it('checks the credential before the request is validated (no credential and a bad request: 401, not 400)', async () => {
-      // DESIGN §3: a missing credential answers 401. Validating first would describe the
+      // docs/design.md §3: a missing credential answers 401. Validating first would describe the
       // request schema to anonymous callers and parse their uploads before authentication.
       const cases: [string, string, unknown?][] = [
         ['POST', '/api/users', {}],

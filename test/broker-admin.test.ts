@@ -1,5 +1,5 @@
-// The broker's clients, sessions and retained messages through REST (README "Broker clients and
-// sessions") on the real gateway with real MQTT clients (mqtt.js, mosquitto_sub): pages by
+// The broker's clients, sessions and retained messages through REST (docs/mqtt-broker.md "Broker clients
+// and sessions") on the real gateway with real MQTT clients (mqtt.js, mosquitto_sub): pages by
 // client id and topic with cursors, filters, one client's subscriptions, a kicked mosquitto_sub
 // that exits, an MQTT 5 client told 0x98, a deleted offline session (its queue gone, no session
 // present on return), a cleared retained message; 400, 401, 403, 404, 409; audited.

@@ -1,4 +1,4 @@
-// The cluster hooks (src/broker-hooks, README "Scaling out") against the real gateway, called
+// The cluster hooks (src/broker-hooks, docs/scaling-out.md) against the real gateway, called
 // with the brokers' documented request bodies (test/support/broker-hook-fixtures.ts says where
 // each comes from): VerneMQ webhooks, EMQX 5 HTTP authn/authz, and RabbitMQ's auth backend as
 // recorded from RabbitMQ 3.10. Then who may call them (allowFrom, secret, rate limits), what a

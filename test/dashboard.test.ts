@@ -1,4 +1,4 @@
-// The dashboard's last hour (DESIGN §14, README "Dashboard"): a bounded ring of samples of the
+// The dashboard's last hour (docs/design.md §14, docs/operations.md "Dashboard"): a bounded ring of samples of the
 // counters that feed /metrics and $SYS — rates from two samples, gauges as read, unknown as
 // null, never more than the window — and GET /api/dashboard on the real gateway while a real
 // MQTT client publishes (401/403, 400 on a bad `since`).

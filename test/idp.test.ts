@@ -1,4 +1,4 @@
-// Single sign-on through an OpenID Connect identity provider (DESIGN §8), end to end: a real
+// Single sign-on through an OpenID Connect identity provider (docs/design.md §8), end to end: a real
 // OpenID provider (oidc-provider, in process on 127.0.0.1 port 0) and the real gateway, the
 // browser played by fetch with manual redirects and a cookie jar, trusting the gateway CA:
 // gateway /api/idp/login (plain port) → the same on HTTPS → provider /auth → /interaction

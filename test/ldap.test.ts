@@ -1,4 +1,4 @@
-// LDAP single sign-on (DESIGN §8), end to end: a real OpenLDAP slapd started by the tests
+// LDAP single sign-on (docs/design.md §8), end to end: a real OpenLDAP slapd started by the tests
 // (test/support/slapd.ts) and the real gateway; logins over REST, HTTP Basic and MQTT.
 import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';

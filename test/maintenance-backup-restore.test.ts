@@ -1,4 +1,4 @@
-// Database backup and restore over real HTTP with real archives (DESIGN §10, contract
+// Database backup and restore over real HTTP with real archives (docs/design.md §10, contract
 // "maintenance"): round trip, every kind of refused archive, upload limit, locking, pruning,
 // restore into a fresh data directory and rollback when the restored store cannot be opened.
 import { expect } from 'chai';

@@ -1,4 +1,4 @@
-// OPC UA in the gateway (DESIGN §11), with real node-opcua on 127.0.0.1 port 0 both ways:
+// OPC UA in the gateway (docs/design.md §11), with real node-opcua on 127.0.0.1 port 0 both ways:
 // (a) an Opcua connection to a test OPC UA server (poll, subscribe, /req → /res, /set writes with
 //     the node's data type, reconnection with the runtime's backoff);
 // (b) the gateway's Server::Opcua with a Node::Opcua set (topic → variable, client writes → topic,

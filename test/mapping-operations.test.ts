@@ -1,4 +1,4 @@
-// Operations kept in the store (DESIGN §13): a targetState set through PUT …/{id}/operation
+// Operations kept in the store (docs/design.md §13): a targetState set through PUT …/{id}/operation
 // survives restarts of the gateway (same data directory, real LMDB, a real Modbus TCP peer)
 // until the service file changes that resource. And a services directory the daemon cannot
 // write: the API answers 409 and changes nothing.

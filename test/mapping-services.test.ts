@@ -1,4 +1,4 @@
-// Services managed live (DESIGN §13): the REST API and the watched services directory against
+// Services managed live (docs/design.md §13): the REST API and the watched services directory against
 // the real gateway, real Modbus TCP peers and an MQTT client of the gateway's broker. A steady
 // service polls through every change: its connection must never be opened again and the MQTT
 // client never dropped.

@@ -1,4 +1,4 @@
-// Protocol mapping in the real gateway (DESIGN §11): service files in a temp servicesDir, a
+// Protocol mapping in the real gateway (docs/design.md §11): service files in a temp servicesDir, a
 // Modbus TCP server, an HTTP server and an external MQTT broker on 127.0.0.1 port 0, MQTT
 // clients on the gateway's broker seeing the data plane.
 import { once } from 'node:events';

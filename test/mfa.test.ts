@@ -1,4 +1,4 @@
-// MFA (DESIGN §7): enrollment, the second login step, backup codes, the failure ban, replay,
+// MFA (docs/design.md §7): enrollment, the second login step, backup codes, the failure ban, replay,
 // encryption at rest, HTTP Basic and MQTT of enrolled users. OTPs come from the real
 // `oathtool` CLI (OATH Toolkit), never from otplib, so the gateway is checked against an
 // independent TOTP implementation. Time-sensitive scenarios fake Date only (the services read

@@ -107,7 +107,7 @@ const CONTRACT_OPERATIONS: readonly string[] = [
 ];
 
 /**
- * Operations gatewayd adds outside the contract (each documented in the README); the contract's
+ * Operations gatewayd adds outside the contract (each documented on its page under docs/); the contract's
  * 88 stay exactly as they are.
  */
 const CLUSTER_HOOKS: readonly string[] = [
@@ -121,30 +121,30 @@ const CLUSTER_HOOKS: readonly string[] = [
 ];
 
 const ADDED_OPERATIONS: readonly string[] = [
-  // The gateway CA certificate as a PEM file (README "Web UI").
+  // The gateway CA certificate as a PEM file (docs/web-ui.md).
   'GET /api/certificates/ca',
-  // Protocol-mapping services (README "Services through the API").
+  // Protocol-mapping services (docs/mapping.md "Services managed live").
   'GET /api/services',
   'GET /api/services/{id}',
   'PUT /api/services/{id}',
   'DELETE /api/services/{id}',
   'POST /api/services/{id}/validate',
-  // Sparkplug B edge nodes (README "Sparkplug B").
+  // Sparkplug B edge nodes (docs/sparkplug.md).
   'GET /api/sparkplug/schema',
   'GET /api/sparkplug',
   'GET /api/sparkplug/{id}',
   'PUT /api/sparkplug/{id}/operation',
-  // Bridges to upstream brokers (README "Bridges").
+  // Bridges to upstream brokers (docs/bridges.md).
   'GET /api/bridges/schema',
   'GET /api/bridges',
   'GET /api/bridges/{id}',
   'PUT /api/bridges/{id}/operation',
-  // The audit trail, the dashboard and the resource types for the web UI (README "Audit trail", "Web UI").
+  // The audit trail, the dashboard and the resource types for the web UI (docs/security.md "Audit trail", docs/web-ui.md).
   'GET /api/audit',
   'GET /api/audit/actions',
   'GET /api/dashboard',
   'GET /api/resource-types',
-  // The broker's clients, sessions and retained messages (README "Broker clients and sessions").
+  // The broker's clients, sessions and retained messages (docs/mqtt-broker.md "Broker clients and sessions").
   'GET /api/broker/clients',
   'GET /api/broker/clients/{clientId}',
   'DELETE /api/broker/clients/{clientId}',
@@ -152,11 +152,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'DELETE /api/broker/sessions/{clientId}',
   'GET /api/broker/retained',
   'DELETE /api/broker/retained',
-  // Probes and metrics (README "Health and metrics").
+  // Probes and metrics (docs/operations.md "Health, metrics and faults").
   'GET /health',
   'GET /health/ready',
   'GET /metrics',
-  // Cluster broker hooks (README "Scaling out").
+  // Cluster broker hooks (docs/scaling-out.md).
   ...CLUSTER_HOOKS,
 ];
 

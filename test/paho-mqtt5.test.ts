@@ -3,7 +3,7 @@
 // connection where a case needs what mqtt.js would not send, or not answer by itself): the
 // suite's own Python client is not installable where CI runs (no network but npm and Debian).
 // Every `it` names the Paho test it comes from; the Python suite itself passes 26 of 27 against
-// gatewayd (README "MQTT 5"), these keep that from regressing. The user holds `#` and
+// gatewayd (docs/mqtt-broker.md "MQTT 5"), these keep that from regressing. The user holds `#` and
 // `$TopicA/#`, as for the Python runs; maxKeepaliveSeconds is 60, the server keep alive the suite
 // expects. test_subscribe_failure needs a filter refused inside an allowed `#` (a deny rule the
 // permission model does not have): here the user lacks the permission instead.

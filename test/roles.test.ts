@@ -1,5 +1,5 @@
 // Roles and their permissions over real HTTP (contract "Area A: roles and permissions",
-// DESIGN §4–§6). Responses are validated against the OpenAPI document by the harness.
+// docs/design.md §4–§6). Responses are validated against the OpenAPI document by the harness.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 

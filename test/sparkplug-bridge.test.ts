@@ -1,5 +1,5 @@
-// A Sparkplug B edge node that goes upstream through a Bridge (`via: !ref <Bridge>`, README
-// "Sparkplug B"), against the real gateway, real Mosquitto 2 brokers upstream (where the host
+// A Sparkplug B edge node that goes upstream through a Bridge (`via: !ref <Bridge>`, docs/sparkplug.md
+// "Through a Bridge"), against the real gateway, real Mosquitto 2 brokers upstream (where the host
 // is) and the test kit's Modbus peer: the node opens a session of its own on the bridge's
 // remote (clean, its own client id, its NDEATH the will), so the host sees births, data and
 // deaths as from any edge node, and its commands come back down; the bridge keeps its own

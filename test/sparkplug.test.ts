@@ -1,4 +1,4 @@
-// Sparkplug B edge node (DESIGN §14, README "Sparkplug B") against the real gateway: a service
+// Sparkplug B edge node (docs/design.md §14, docs/sparkplug.md) against the real gateway: a service
 // file with a Modbus TCP peer (the test kit's), a Sparkplug resource publishing through the
 // embedded broker as its runAs user, and a Sparkplug host written in the tests
 // (support/sparkplug-host.ts) that decodes with Google's protobuf runtime, not the daemon's.

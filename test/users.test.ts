@@ -1,4 +1,4 @@
-// Users over real HTTP (DESIGN §3–§6, contract "Area A: users"): create/get/update/delete,
+// Users over real HTTP (docs/design.md §3–§6, contract "Area A: users"): create/get/update/delete,
 // listing and pagination, batches (all or nothing), certificates, roles, direct permissions,
 // tokens, password changes and the last-administrator guard. Every response is also checked
 // against the OpenAPI document by the harness (schema drift answers 500).

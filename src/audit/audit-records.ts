@@ -112,7 +112,7 @@ export interface AuditFilter {
 
 /**
  * The secondary index a filter reads: one per combination of filters, each ordered by time, so
- * every query is one range of one index and a page costs the page (DESIGN §6). The tag names
+ * every query is one range of one index and a page costs the page (docs/design.md §6). The tag names
  * the combination; the values follow in a fixed order. An action decides its outcome, so a
  * filter with both reads the action's index (the caller checks that they agree).
  */

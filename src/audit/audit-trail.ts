@@ -1,4 +1,4 @@
-// The audit trail (DESIGN §14): every audit event the daemon logs also goes to a bounded LMDB
+// The audit trail (docs/design.md §14): every audit event the daemon logs also goes to a bounded LMDB
 // database, answered page by page by GET /api/audit. The parts keep calling `log.audit(...)`;
 // the logger given to them taps those calls (audit-logger.ts), and the caller of the request
 // they happen in comes from the request context (audit-context.ts).

@@ -1,6 +1,6 @@
 // The trail of the store a restore replaced (`<data>/db.before-restore`), read so that a restore
 // never erases history: the restored store brings the archive's trail, and the events since the
-// backup are taken over from the store it replaced (README "Audit trail").
+// backup are taken over from the store it replaced (docs/security.md "Audit trail").
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { open } from 'lmdb';

@@ -57,7 +57,7 @@ export function createAuthService(deps: {
   log: Logger;
   /** Challenges for the second login step of users enrolled in MFA. */
   mfaChallenges: MfaChallenges;
-  /** LDAP single sign-on (DESIGN §8): usernames not found locally, and `ldap` users. */
+  /** LDAP single sign-on (docs/design.md §8): usernames not found locally, and `ldap` users. */
   ldap?: Pick<LdapService, 'enabled' | 'login'>;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;

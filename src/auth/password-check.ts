@@ -23,7 +23,7 @@ export function createPasswordCheck(deps: {
   events: AccessEvents;
   config: GatewayConfig['auth'];
   log: Logger;
-  /** LDAP single sign-on (DESIGN §8): usernames not found locally, and `ldap` users. */
+  /** LDAP single sign-on (docs/design.md §8): usernames not found locally, and `ldap` users. */
   ldap?: Pick<LdapService, 'enabled' | 'login'>;
 }) {
   const { users, hasher, throttle, config, log } = deps;

@@ -1,7 +1,7 @@
-// The `Bridge` resource of service files (DESIGN §14): its JSON Schema (what GET
+// The `Bridge` resource of service files (docs/design.md §14): its JSON Schema (what GET
 // /api/bridges/schema answers and service files are validated with), the checks a schema cannot
 // make (URLs, topic rules, files, the runAs user), and the definition with every default filled
-// in. Defaults follow Mosquitto's bridges where the issue is silent (README "Bridges").
+// in. Defaults follow Mosquitto's bridges where the issue is silent (docs/bridges.md).
 import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { ruleProblems, type TopicRuleSpec } from './topic-rules.js';
 import type { RemoteOptions } from './upstream.js';

@@ -1,4 +1,4 @@
-// The store-and-forward queue of one bridge (DESIGN §14): every message an out rule takes is
+// The store-and-forward queue of one bridge (docs/design.md §14): every message an out rule takes is
 // written to the `bridge-queue` database of the gateway's LMDB environment (key [bridgeId, seq],
 // value queue-record.ts) before it is sent upstream, and is removed only once the upstream
 // broker acknowledged it (QoS 1/2) or it was written to the socket (QoS 0). Order is the order

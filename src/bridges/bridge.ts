@@ -1,4 +1,4 @@
-// One running bridge (DESIGN §14): its out rules tap the gateway's broker and put every message
+// One running bridge (docs/design.md §14): its out rules tap the gateway's broker and put every message
 // the runAs user may read into the bridge's queue (a QoS 1/2 publisher is acknowledged once it is
 // on disk); the sender takes the queue in order to the upstream broker, at most `maxInflight`
 // unacknowledged and `drainRatePerSecond` per second, and a message leaves the queue only when

@@ -1,4 +1,4 @@
-// Bridges to upstream brokers with store-and-forward (DESIGN §14). `Bridge` resources are
+// Bridges to upstream brokers with store-and-forward (docs/design.md §14). `Bridge` resources are
 // declared in service files and run by the mapping runtime (created, diffed, restarted like
 // connections); this part is their engine: the upstream client (upstream.ts), the queue in the
 // gateway's LMDB environment (bridge-queue.ts, database `bridge-queue`: backups carry it), the

@@ -1,4 +1,4 @@
-// A bridge acts as its `runAs` gatewayd user (DESIGN §14): what leaves is what that user may
+// A bridge acts as its `runAs` gatewayd user (docs/design.md §14): what leaves is what that user may
 // read, what comes in what it may write (under its publish prefix). Every message is checked with
 // the permission engine, so a permission revoked while the bridge runs stops that flow with the
 // next message; the access-change events the broker listens to tell the bridge at once, and the

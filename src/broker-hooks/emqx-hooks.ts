@@ -3,7 +3,7 @@ import type { HookService } from './hook-service.js';
 import type { GrantAtLogin } from './cluster-sessions.js';
 
 // EMQX 5 HTTP authentication and HTTP authorization. EMQX sends the JSON body the operator
-// configured from its placeholders (README "Scaling out" gives the bodies gatewayd reads), and
+// configured from its placeholders (docs/scaling-out.md gives the bodies gatewayd reads), and
 // reads the answers documented in emqx/emqx-docs en_US/access-control/authn/http.md,
 // authn/acl.md and authz/http.md: authn `{"result": "allow"|"deny"|"ignore", "is_superuser",
 // "acl", "expire_at"}`, authz `{"result": "allow"|"deny"|"ignore"}`.

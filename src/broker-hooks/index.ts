@@ -1,5 +1,5 @@
-// gatewayd as the permission engine of a cluster broker (RabbitMQ, VerneMQ, EMQX; README
-// "Scaling out", DESIGN §14): hooks that answer each broker in its own format from the same
+// gatewayd as the permission engine of a cluster broker (RabbitMQ, VerneMQ, EMQX; docs/scaling-out.md,
+// docs/design.md §14): hooks that answer each broker in its own format from the same
 // MqttAccess port the embedded broker uses, a guard that lets only the cluster call them, and
 // revocation pushes through each cluster's management API.
 import type { RequestHandler } from 'express';

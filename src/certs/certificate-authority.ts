@@ -1,4 +1,4 @@
-// The gateway's own certificate authority (DESIGN.md §9): created on first start in
+// The gateway's own certificate authority (docs/design.md §9): created on first start in
 // the data directory, it signs the MQTTS server certificate and the client
 // certificates of self-registering devices. Keys: ca-keys.ts; files: pki-files.ts;
 // building certificates: certificate-issuer.ts; CSRs: csr.ts.

@@ -27,7 +27,7 @@ export const configSchema = obj({
     bodyLimitBytes: { type: 'integer', minimum: 1024, maximum: 104857600 },
     shutdownTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000 },
     trustProxy: { type: 'boolean' },
-    // HTTPS (README "HTTPS"): its port, the operator's certificate (both or neither; empty: the
+    // HTTPS (docs/https.md): its port, the operator's certificate (both or neither; empty: the
     // gateway CA's server certificate), and the addresses the plain port still serves.
     tlsPort: port,
     tlsCertFile: { type: 'string' },
@@ -145,7 +145,7 @@ export const configSchema = obj({
     watch: { type: 'boolean' },
     watchDebounceMs: { type: 'integer', minimum: 10, maximum: 60000 },
   }),
-  // Hooks for a cluster broker (README "Scaling out", src/broker-hooks).
+  // Hooks for a cluster broker (docs/scaling-out.md, src/broker-hooks).
   brokerHooks: obj({
     enabled: { type: 'boolean' },
     allowFrom: { type: 'array', maxItems: 256, items: { type: 'string', pattern: '^[0-9A-Fa-f.:]+/[0-9]{1,3}$' } },
@@ -317,7 +317,7 @@ export interface GatewayConfig {
     /** Quiet time after the last change in servicesDir before it is read again. */
     watchDebounceMs: number;
   };
-  /** gatewayd as the permission engine of a cluster broker (README "Scaling out"). */
+  /** gatewayd as the permission engine of a cluster broker (docs/scaling-out.md). */
   brokerHooks: {
     enabled: boolean;
     /** CIDRs of the cluster nodes allowed to call the hooks (the socket's peer address). */

@@ -135,7 +135,7 @@ function envOverrides(env: NodeJS.ProcessEnv, base: JsonObject): JsonObject {
 
 // Compiled when needed and only weakly held: the daemon reads its configuration once, and the
 // compiled validator (with Ajv's meta-schema validators) would otherwise stay on the heap for
-// good (README "Footprint"); tests that load many configurations reuse it while it lives.
+// good (docs/footprint.md); tests that load many configurations reuse it while it lives.
 let validatorRef: WeakRef<ValidateFunction> | undefined;
 function configValidator(): ValidateFunction {
   let validate = validatorRef?.deref();

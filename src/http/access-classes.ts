@@ -1,4 +1,4 @@
-// Which credential each operation needs (DESIGN §3). Keys are "METHOD openApiRoute".
+// Which credential each operation needs (docs/design.md §3). Keys are "METHOD openApiRoute".
 // Every operation not listed needs a permission on its request path: read for GET/HEAD,
 // write for POST/PUT/PATCH/DELETE.
 

@@ -1,4 +1,4 @@
-// The HTTPS listener (README "HTTPS"): the same Express app as the plain port, TLS 1.2 and 1.3
+// The HTTPS listener (docs/https.md): the same Express app as the plain port, TLS 1.2 and 1.3
 // only, forward-secret AEAD cipher suites, Strict-Transport-Security on every answer, and a
 // certificate that can change under it (setSecureContext: the next handshake uses the new one,
 // open connections keep theirs).

@@ -1,4 +1,4 @@
-// What the plain HTTP port serves to whom (README "HTTPS"). Clients in http.plainAllowedFrom
+// What the plain HTTP port serves to whom (docs/https.md). Clients in http.plainAllowedFrom
 // (default: loopback) get everything, as before. Everybody else gets /health and /health/ready
 // (probes), a redirect to HTTPS for the web UI's pages, and a 403 naming the HTTPS address for
 // API calls, /metrics and WebSocket upgrades — decided from the request line and the address

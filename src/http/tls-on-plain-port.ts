@@ -1,4 +1,4 @@
-// TLS on the plain port (README "HTTPS"). Every HTTPS answer carries Strict-Transport-Security,
+// TLS on the plain port (docs/https.md). Every HTTPS answer carries Strict-Transport-Security,
 // and HSTS holds for a host name on every port: a browser that has been on https://gw:8443 turns
 // http://gw:8080/ into https://gw:8080/. So the plain port looks at the first byte of each
 // connection: a TLS handshake record (0x16; an HTTP request starts with a method's letter) goes

@@ -1,4 +1,4 @@
-// The local web UI (DESIGN §13): static files built by scripts/build-ui.ts into dist/ui,
+// The local web UI (docs/design.md §13): static files built by scripts/build-ui.ts into dist/ui,
 // served from `/` on the HTTP and HTTPS ports with a strict Content-Security-Policy. The UI itself speaks
 // only the public REST API (and /mqtt), so nothing here reads the store or a credential.
 import { createHash } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Single sign-on through an OpenID Connect identity provider (DESIGN §8): the authorization
+// Single sign-on through an OpenID Connect identity provider (docs/design.md §8): the authorization
 // code flow with state, nonce and PKCE (S256), done by openid-client. The gateway is the
 // relying party; the browser only ever carries the authorization request, the callback and,
 // at the end, the gateway's own session token in the URL fragment of the admin UI.

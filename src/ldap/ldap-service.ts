@@ -1,4 +1,4 @@
-// Single sign-on through an LDAP directory (DESIGN §8), with ldapts. A password login of a
+// Single sign-on through an LDAP directory (docs/design.md §8), with ldapts. A password login of a
 // username that is not a local user (or is an `ldap` user) comes here from
 // auth.checkPassword: the user is searched with the service bind, its password checked by a
 // bind as the found DN, and the local `ldap` user created or updated with the shared roles the

@@ -1,4 +1,4 @@
-// Database backup and restore (DESIGN §10). Business rules live here; the HTTP routes are thin.
+// Database backup and restore (docs/design.md §10). Business rules live here; the HTTP routes are thin.
 //
 // One maintenance operation at a time: while a backup or a restore runs (from the start of a
 // restore upload to the end of its swap), backup, restore and download answer 423. The rest of

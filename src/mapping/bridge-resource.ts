@@ -1,4 +1,4 @@
-// A Bridge resource of the mapping runtime (DESIGN §14): declared, diffed and restarted like a
+// A Bridge resource of the mapping runtime (docs/design.md §14): declared, diffed and restarted like a
 // connection; what it does is the engine of src/bridges. Its target is `connected` or
 // `disabled` (PUT /api/bridges/{id}/operation connect|disconnect); disabled closes the link
 // while the queue keeps taking messages.

@@ -1,4 +1,4 @@
-// A connection's state machine (DESIGN §11): disconnected → connecting → connected; a failed
+// A connection's state machine (docs/design.md §11): disconnected → connecting → connected; a failed
 // attempt or a lost connection → reconnecting, retried after 1 s, 2 s, 4 s ... at most 30 s
 // (reset once connected); disconnect: disconnecting → disconnected. Without a driver (Opcua in
 // a build without OPC UA support) it stays disconnected with a message.

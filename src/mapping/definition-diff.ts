@@ -1,4 +1,4 @@
-// Which resources a new set of service definitions changes (DESIGN §13: "the runtime diffs old
+// Which resources a new set of service definitions changes (docs/design.md §13: "the runtime diffs old
 // and new definitions and restarts only what changed"). Each resource gets
 // - its definition hash: a stable hash of its resolved definition (what an operation's stored
 //   target state is bound to), and

@@ -1,4 +1,4 @@
-// An endpoint (DESIGN §11): disabled → enabling → enabled; it stays (or goes back to) enabling
+// An endpoint (docs/design.md §11): disabled → enabling → enabled; it stays (or goes back to) enabling
 // while its connection is not connected. What it runs while enabled (its activities):
 // - read endpoints publish readings to <topic> (Modbus, Http and Opcua every pollIntervalMs,
 //   Mqtt and sampled Opcua per message) and answer <topic>/req on <topic>/res with a fresh

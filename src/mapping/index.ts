@@ -1,4 +1,4 @@
-// Protocol mapping (DESIGN §11): service files → runtime, plus the rule engine of
+// Protocol mapping (docs/design.md §11): service files → runtime, plus the rule engine of
 // POST /api/rule-engine/transform. A daemon part: started after the broker, stopped before it.
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';

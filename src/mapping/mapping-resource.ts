@@ -1,4 +1,4 @@
-// A mapping (DESIGN §11): disabled → enabling → enabled once subscribed on the data plane.
+// A mapping (docs/design.md §11): disabled → enabling → enabled once subscribed on the data plane.
 // Each item subscribes to its source (named wildcards `+name` fill $context.vars) and publishes
 // the filtered, transformed value to its target (`{name}` filled) or to a write endpoint's
 // <topic>/set. A mapping's output feeds further mappings at most MAX_MAPPING_HOPS times.

@@ -1,4 +1,4 @@
-// The gateway's OPC UA server resources (DESIGN §11).
+// The gateway's OPC UA server resources (docs/design.md §11).
 // - Server::Opcua: disabled → enabling → enabled (listening); a failed start is retried with the
 //   connection backoff.
 // - Node::Opcua: enabling while its server is not enabled, enabled once its variables are in the

@@ -1,4 +1,4 @@
-// OPC UA support shared by the client driver and the server (DESIGN §11), loaded lazily:
+// OPC UA support shared by the client driver and the server (docs/design.md §11), loaded lazily:
 // node-opcua is imported only when a service declares an Opcua connection, a Server::Opcua or a
 // Node::Opcua, so gateways without OPC UA keep their start-up time and idle memory.
 //

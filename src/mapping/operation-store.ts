@@ -1,4 +1,4 @@
-// Target states set by operations outlive a restart (DESIGN §13): kept in the store with the
+// Target states set by operations outlive a restart (docs/design.md §13): kept in the store with the
 // definition hash they were set against, and dropped once the service file changes (or drops)
 // that resource.
 import { prefixRange, type MappingOperationRecord, type Store } from '../store/index.js';

@@ -1,4 +1,4 @@
-// What the REST API shows of each protocol-mapping resource (DESIGN §11), and the states.
+// What the REST API shows of each protocol-mapping resource (docs/design.md §11), and the states.
 
 export type ConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'disconnecting';
 export type EnableState = 'disabled' | 'enabling' | 'enabled' | 'disabling';
@@ -75,7 +75,7 @@ export interface BridgeView {
   message?: string;
 }
 
-/** A Sparkplug B edge node (DESIGN §14): the resource, its session with the host's broker, its devices. */
+/** A Sparkplug B edge node (docs/design.md §14): the resource, its session with the host's broker, its devices. */
 export interface SparkplugView {
   id: string;
   currentState: EnableState;

@@ -1,4 +1,4 @@
-// JSONata rules (DESIGN §11): `$` is the payload, `$context` is {topic, vars, label}.
+// JSONata rules (docs/design.md §11): `$` is the payload, `$context` is {topic, vars, label}.
 //
 // Bounds, so that no expression can stall the daemon (evaluation runs on the event loop):
 // - time and depth: jsonata 2's own guardrails (`timeout`, `stack` options) run at every

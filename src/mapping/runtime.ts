@@ -1,4 +1,4 @@
-// The protocol-mapping runtime (DESIGN §11): the registry of every resource of the running
+// The protocol-mapping runtime (docs/design.md §11): the registry of every resource of the running
 // services, built from their definitions; each resource drives its currentState toward its
 // targetState (connection-resource.ts, endpoint-resource.ts, mapping-resource.ts,
 // opcua-resources.ts) and moves data between the protocols (drivers/, picked by protocol in
@@ -26,7 +26,7 @@ export type { BridgeView, ConnectionState, ConnectionView, EndpointView, EnableS
 export type { ResourceChanges } from './definition-diff.js';
 export { BACKOFF_INITIAL_MS, BACKOFF_MAX_MS, MAX_MAPPING_HOPS, OPCUA_UNAVAILABLE } from './runtime-context.js';
 
-/** Target states set by operations, bound to the definition they were set against (DESIGN §13). */
+/** Target states set by operations, bound to the definition they were set against (docs/design.md §13). */
 export interface StoredTargets {
   /** The target an operation set for resource `id` while its definition hash was `definitionHash`. */
   get(id: string, definitionHash: string): string | undefined;

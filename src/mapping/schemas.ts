@@ -1,6 +1,6 @@
-// JSON Schemas of the resource definitions in service files (DESIGN §11). They validate each
+// JSON Schemas of the resource definitions in service files (docs/design.md §11). They validate each
 // resource's `properties` and are what GET /api/{connections,endpoints,mappings,servers}/schema
-// answer; Sparkplug edge nodes (DESIGN §14) have theirs here too. The Bridge schema lives with
+// answer; Sparkplug edge nodes (docs/design.md §14) have theirs here too. The Bridge schema lives with
 // the bridges' engine (src/bridges).
 
 import { bridgeSchema } from '../bridges/bridge-definition.js';

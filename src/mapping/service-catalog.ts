@@ -1,4 +1,4 @@
-// The services directory as the source of truth (DESIGN §13). The catalog knows every service
+// The services directory as the source of truth (docs/design.md §13). The catalog knows every service
 // file, runs the valid ones and keeps the runtime in step with the directory:
 // - the directory is watched (fs.watch); once it has been quiet for the debounce time it is read
 //   again and a new, changed or removed file is applied without a restart. Editors that save by

@@ -1,4 +1,4 @@
-// The services directory as files (DESIGN §11): every *.yaml / *.yml file is one service whose
+// The services directory as files (docs/design.md §11): every *.yaml / *.yml file is one service whose
 // id is the file name. Which files count, which id a file gets and which file owns an id; what
 // a file holds and whether it is valid is service-files.ts's business.
 import { readdirSync, readFileSync, statSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Service files (DESIGN §11): one YAML file per service in mapping.servicesDir, the service id
+// Service files (docs/design.md §11): one YAML file per service in mapping.servicesDir, the service id
 // being the file name without extension. A file holds `description`, `metadata`,
 // `parameters` ({name: {type?, default, description?}}) and `resources` ({name: {type,
 // properties}}). Tags: `!ref name` is the id of the resource `name` of the same file
@@ -91,7 +91,7 @@ export interface NodeSetDef {
   nodes: Record<string, unknown>[];
   targetState: 'enabled' | 'disabled';
 }
-/** A bridge to an upstream broker (DESIGN §14); its engine is src/bridges. */
+/** A bridge to an upstream broker (docs/design.md §14); its engine is src/bridges. */
 export interface BridgeDef {
   kind: 'bridge';
   id: string;

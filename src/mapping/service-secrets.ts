@@ -1,4 +1,4 @@
-// Passwords in service files never leave through the API (README "Bridges", Security model):
+// Passwords in service files never leave through the API (docs/bridges.md "Credentials", docs/security.md):
 // GET /api/services/{id} answers the file with each password of a Bridge (remote.password), a
 // Connection (configuration.password) or a Sparkplug edge node's upstream broker (via.password)
 // replaced by REDACTED, and when it is a `!ref` to a

@@ -1,4 +1,4 @@
-// The Sparkplug resource of a service file (DESIGN §14): its definition once resolved and
+// The Sparkplug resource of a service file (docs/design.md §14): its definition once resolved and
 // checked. Its JSON Schema is in schemas.ts; here, what a schema cannot say: the endpoints it
 // names are endpoints of the service with the right operation, device ids and metric names are
 // unique, and `via` is local, an upstream broker, or a Bridge of the service (whose remote the
@@ -36,7 +36,7 @@ export type SparkplugVia =
   | ({ kind: 'remote' } & SparkplugUpstream)
   /** Through a Bridge of the service: a session of the edge node's own on the bridge's remote (in the definition, so a new remote restarts the node). */
   | { kind: 'bridge'; bridgeId: string; upstream: SparkplugUpstream };
-/** A Sparkplug B edge node (DESIGN §14, src/sparkplug/). */
+/** A Sparkplug B edge node (docs/design.md §14, src/sparkplug/). */
 export interface SparkplugDef {
   kind: 'sparkplug';
   id: string;

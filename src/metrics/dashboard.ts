@@ -1,4 +1,4 @@
-// The dashboard's last hour (DESIGN §14): a ring in memory, one sample every intervalMs (10 s)
+// The dashboard's last hour (docs/design.md §14): a ring in memory, one sample every intervalMs (10 s)
 // for windowMs (an hour: 360 samples), read from the same counters as /metrics and $SYS. Rates
 // are the difference of two samples; gauges are read as they are. Fixed-size typed arrays: the
 // ring never grows, and GET /api/dashboard copies at most one window out of it.

@@ -1,5 +1,5 @@
 // GET /metrics in the Prometheus text format. One set of counters feeds it, $SYS/broker/... and
-// the web UI (DESIGN §13): the broker's BrokerStats, the mapping runtime's stats, the engine's and
+// the web UI (docs/design.md §13): the broker's BrokerStats, the mapping runtime's stats, the engine's and
 // the auth service's counters. Values are read when scraped, so nothing here costs per message.
 // prom-client (default process metrics: CPU, RSS, heap, event-loop lag) is loaded by the first
 // scrape; HTTP requests are counted before that in a small table of our own, rendered with it.
@@ -171,7 +171,7 @@ export function createMetrics(sources: MetricsSources): Metrics {
         set(c.published, { connection: c.id, kind: 'published' });
       }
     });
-    // Sparkplug B edge nodes (README "Sparkplug B").
+    // Sparkplug B edge nodes (docs/sparkplug.md).
     const edgeNodes = () => sources.mapping().sparkplug ?? [];
     metric('gauge', 'gatewayd_sparkplug_edge_node_born', 'Sparkplug edge nodes: 1 while born (NBIRTH out in a live session).', ['edge_node'], (set) => {
       for (const n of edgeNodes()) set(n.state === 'born' ? 1 : 0, { edge_node: n.id });
@@ -182,7 +182,7 @@ export function createMetrics(sources: MetricsSources): Metrics {
     metric('counter', 'gatewayd_sparkplug_commands_total', 'Sparkplug commands received, by edge node, type (NCMD, DCMD) and result (accepted, refused, failed).', ['edge_node', 'type', 'result'], (set) => {
       for (const n of edgeNodes()) for (const [type, results] of Object.entries(n.commands)) for (const [result, count] of Object.entries(results)) set(count, { edge_node: n.id, type, result });
     });
-    // Bridges to upstream brokers (README "Bridges").
+    // Bridges to upstream brokers (docs/bridges.md).
     const bridges = () => sources.bridges?.() ?? [];
     metric('gauge', 'gatewayd_bridge_connected', 'Bridges: 1 while connected upstream.', ['bridge'], (set) => {
       for (const b of bridges()) set(b.state === 'connected' ? 1 : 0, { bridge: b.id });

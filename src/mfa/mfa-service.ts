@@ -27,7 +27,7 @@ const INVALID_PROOF = 'invalid OTP or backup code';
 const INVALID_CHALLENGE = 'invalid or expired MFA login: log in with POST /api/login again';
 
 /**
- * TOTP enrollment, second login step, backup codes (DESIGN §7). The TOTP secret is sealed
+ * TOTP enrollment, second login step, backup codes (docs/design.md §7). The TOTP secret is sealed
  * with AES-256-GCM under a key kept outside the store; backup codes are kept as SHA-256
  * hashes; the last accepted OTP time step is kept so an OTP cannot be replayed.
  */

@@ -6,7 +6,7 @@ const requireCjs = createRequire(import.meta.url);
 let otplibModule: typeof Otplib | undefined;
 const otplib = (): typeof Otplib => (otplibModule ??= requireCjs('otplib') as typeof Otplib);
 
-/** DESIGN §7: what every authenticator app understands. */
+/** docs/design.md §7: what every authenticator app understands. */
 export const TOTP_ALGORITHM = 'SHA1';
 export const TOTP_DIGITS = 6;
 export const TOTP_PERIOD_SECONDS = 30;

@@ -1,4 +1,4 @@
-// Topic rules every broker front end applies before asking the permission engine (DESIGN §4):
+// Topic rules every broker front end applies before asking the permission engine (docs/design.md §4):
 // the embedded broker's publish path and a cluster's publish hook (src/broker-hooks).
 
 /** `$SYS` and `$SYS/...`: reserved for the broker, nobody publishes there. */

@@ -1,4 +1,4 @@
-// No one grants more than they hold (DESIGN §13, Kubernetes RBAC's escalation rule): every
+// No one grants more than they hold (docs/design.md §13, Kubernetes RBAC's escalation rule): every
 // call that gives a subject rights asks this guard first. A permission is held when ONE of
 // the actor's effective permissions has the same context, an operation that includes it and a
 // resource filter that covers the granted one (filter subsumption, PermissionSet.coversFilter);

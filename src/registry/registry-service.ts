@@ -1,4 +1,4 @@
-// Client self-registration (DESIGN.md §9): a time-limited window in which devices ask for an
+// Client self-registration (docs/design.md §9): a time-limited window in which devices ask for an
 // account, over REST (password and/or CSR) or by an MQTT CONNECT with an unknown username, and
 // an authorised user confirms each request. State lives in memory: a restart relocks the
 // registry and forgets every request (fail closed; devices simply register again).

@@ -1,4 +1,4 @@
-// Sparkplug B (DESIGN §14): an encoding of the data plane. A `type: Sparkplug` resource of a
+// Sparkplug B (docs/design.md §14): an encoding of the data plane. A `type: Sparkplug` resource of a
 // service file makes the gateway an edge node for the endpoints it names; the mapping runtime
 // builds it (SparkplugResource), this part gives it what every edge node shares: the payload
 // codec, bdSeq kept in the store, and its sessions' way to the broker as runAs; the runtime

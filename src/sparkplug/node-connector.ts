@@ -11,7 +11,7 @@
 // - a Bridge (!ref <Bridge>): a session of the node's own on the bridge's remote (its URLs,
 //   credentials, TLS files, connect timeout), not the bridge's session: Sparkplug 3.0 wants a
 //   clean session whose will is this node's NDEATH with a new bdSeq at every CONNECT, and the
-//   host rebuilds its state from births, not from replayed DATA (README "Sparkplug B"). While
+//   host rebuilds its state from births, not from replayed DATA (docs/sparkplug.md). While
 //   the bridge's target is `disabled` (its uplink held down) the node does not connect.
 // Before each session the node's topics are checked against runAs's permissions, so a missing
 // one shows as the reason in the edge node's state instead of a silent refusal.

@@ -2,7 +2,7 @@
 // (specification chapter 6, "Google Protocol Buffer Schema"; github.com/eclipse-sparkplug/sparkplug).
 // It is a specification artifact under the Eclipse Public License 2.0, its own header below
 // says so; gatewayd parses it with protobufjs (payload-codec.ts) instead of depending on
-// Eclipse Tahu's sparkplug-payload (README "Sparkplug B" says why).
+// Eclipse Tahu's sparkplug-payload (docs/sparkplug.md "Protobuf" says why).
 export const SPARKPLUG_B_PROTO = String.raw`
 // * Copyright (c) 2015-2021 Cirrus Link Solutions and others
 // *

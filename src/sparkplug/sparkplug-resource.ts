@@ -1,4 +1,4 @@
-// A Sparkplug resource of the mapping runtime (DESIGN §14): disabled → enabling → enabled like
+// A Sparkplug resource of the mapping runtime (docs/design.md §14): disabled → enabling → enabled like
 // an endpoint, and while enabled an edge node: its session (edge-session.ts) with the host's
 // broker, its devices (edge-devices.ts) fed by the readings, read failures and states of the
 // endpoints its metrics name, and its DCMD writes (device-commands.ts) through those endpoints.

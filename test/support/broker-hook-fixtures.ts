@@ -91,14 +91,14 @@ export const vernemq = {
 // EMQX 5: emqx/emqx-docs (commit 9046f8cb). The request bodies are what the operator configures
 // (authn/http.md "Configure with Configuration Items": body { username = "${username}",
 // password = "${password}" }, plus the placeholders of authn/authn.md "Authentication
-// Placeholders" and authz/http.md "Request" that README "Scaling out" adds); EMQX renders every
+// Placeholders" and authz/http.md "Request" that docs/scaling-out.md adds); EMQX renders every
 // placeholder as a string. The answers: authn/http.md "HTTP Request and Response" (result
 // allow|deny|ignore, is_superuser, acl, expire_at in Unix seconds), authn/acl.md "New Format"
 // (permission, action, topic; `eq` for a literal topic) and authz/http.md "Response".
 // ---------------------------------------------------------------------------------------------
 
 export const emqx = {
-  /** The authn body of README "Scaling out" as EMQX renders it. */
+  /** The authn body of docs/scaling-out.md as EMQX renders it. */
   authn: (w: Who & { certCommonName?: string }) => ({
     clientid: w.clientId,
     username: w.username,
@@ -106,7 +106,7 @@ export const emqx = {
     peerhost: w.peerAddr ?? '127.0.0.1',
     cert_common_name: w.certCommonName ?? '',
   }),
-  /** The authz body of README "Scaling out" (`${qos}`, `${retain}` rendered as strings). */
+  /** The authz body of docs/scaling-out.md (`${qos}`, `${retain}` rendered as strings). */
   authz: (w: Pick<Who, 'username' | 'clientId'>, action: 'publish' | 'subscribe', topic: string) => ({
     clientid: w.clientId,
     username: w.username,

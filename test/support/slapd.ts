@@ -1,4 +1,4 @@
-// A private OpenLDAP slapd for the LDAP tests (DESIGN §8): temp dir, slapd.conf with the mdb
+// A private OpenLDAP slapd for the LDAP tests (docs/design.md §8): temp dir, slapd.conf with the mdb
 // backend, suffix dc=example,dc=org, core/cosine/inetorgperson/nis schemas, listening on
 // ldap://127.0.0.1:<free port>/ in the foreground. Seeded and changed through ldapts as the
 // rootdn; stopped with SIGTERM.

@@ -105,7 +105,8 @@ export function rememberSsoReturn(next: string | null): void {
 
 /**
  * The identity provider's redirect lands on the UI with `#token=…&expiresAt=…` or `#error=…`
- * (README, single sign-on). The fragment is removed from the address bar at once.
+ * (docs/security.md, "Single sign-on (OpenID Connect)"). The fragment is removed from the
+ * address bar at once.
  */
 export async function takeSsoLanding(): Promise<boolean> {
   const hash = window.location.hash.slice(1);
@@ -134,7 +135,7 @@ export async function takeSsoLanding(): Promise<boolean> {
 
 // ------------------------------------------------------------------------ what the user may do
 
-/** MQTT-style level matching, as the gateway's engine does for http permissions (DESIGN §4). */
+/** MQTT-style level matching, as the gateway's engine does for http permissions (docs/design.md §4). */
 export function patternMatches(pattern: string, path: string): boolean {
   const p = pattern.split('/');
   const t = path.split('/');

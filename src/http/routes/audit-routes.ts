@@ -31,7 +31,7 @@ function view(r: AuditRecord) {
   };
 }
 
-/** GET /api/audit (gatewayd addition, README "Audit trail"): the trail, newest first, a page at a time. */
+/** GET /api/audit (gatewayd addition, docs/security.md "Audit trail"): the trail, newest first, a page at a time. */
 export function auditRoutes(deps: { audit: AuditTrail }): RouteModule {
   return (r) => {
     r.get('/api/audit', (req, res) => {

@@ -26,7 +26,7 @@ function checkFilter(filter: string): void {
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /**
- * The broker's clients, sessions and retained messages for operators (gatewayd additions, README
+ * The broker's clients, sessions and retained messages for operators (gatewayd additions, docs/mqtt-broker.md
  * "Broker clients and sessions"): paged server-side with an opaque cursor; a disconnect, a
  * deleted session and a cleared retained message are audited by the broker.
  */

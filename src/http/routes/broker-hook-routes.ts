@@ -21,7 +21,7 @@ interface HookOperation {
  * The hooks' operations compiled from the OpenAPI document itself (its request body, header and
  * answer schemas), so that the hooks validate exactly what the document says without the
  * generic pipeline (router, express-openapi-validator): a cluster asks once per login, topic or
- * publish, and that pipeline was most of a decision's cost (README "Scaling out").
+ * publish, and that pipeline was most of a decision's cost (docs/scaling-out.md).
  */
 function compileOperations(validateAnswers: boolean): Map<string, HookOperation> {
   const doc = loadOpenApiDocument() as Json;

@@ -5,7 +5,7 @@ import { RuleError, bridgeSchema, connectionSchema, endpointSchema, mappingSchem
 import type { RouteModule } from '../create-http-app.js';
 
 /**
- * Area B (DESIGN §11): protocol-mapping resources and the rule engine. Unknown ids: 404
+ * Area B (docs/design.md §11): protocol-mapping resources and the rule engine. Unknown ids: 404
  * "<Type> not found"; anything unexpected: 500 "failed to list|get|update|transform ..." (the
  * cause is logged). While mapping is disabled the lists are empty and every id is unknown.
  */
@@ -76,13 +76,13 @@ export function mappingRoutes(deps: { mapping: MappingService; log: Logger }): R
     r.get('/api/nodes/:id/state', answer('get node state', (rt, req) => need(rt, (x) => x.getNodeSet(req.params.id).currentState, notFound('Node set'))));
     r.get('/api/topics', answer('list topics', (rt) => (rt ?? empty).topics()));
 
-    // Bridges to upstream brokers (DESIGN §14; gatewayd additions outside the contract's 88).
+    // Bridges to upstream brokers (docs/design.md §14; gatewayd additions outside the contract's 88).
     r.get('/api/bridges/schema', answer('get bridge schema', () => bridgeSchema));
     r.get('/api/bridges', answer('list bridges', (rt) => (rt ?? empty).listBridges()));
     r.get('/api/bridges/:id', answer('get bridge', (rt, req) => need(rt, (x) => x.getBridge(req.params.id), notFound('Bridge'))));
     r.put('/api/bridges/:id/operation', operate('update bridge', 'bridge'));
 
-    // Sparkplug B edge nodes (DESIGN §14; outside the contract's 88).
+    // Sparkplug B edge nodes (docs/design.md §14; outside the contract's 88).
     r.get('/api/sparkplug/schema', answer('get sparkplug schema', () => sparkplugSchema));
     r.get('/api/sparkplug', answer('list sparkplug edge nodes', (rt) => (rt ?? empty).listSparkplug()));
     r.get('/api/sparkplug/:id', answer('get sparkplug edge node', (rt, req) => need(rt, (x) => x.getSparkplug(req.params.id), notFound('Sparkplug edge node'))));

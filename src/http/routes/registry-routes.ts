@@ -4,7 +4,7 @@ import { principalOf, type RouteModule } from '../create-http-app.js';
 
 const PENDING = { status: 'pending', message: 'registration pending: must be confirmed, try again later' };
 
-/** Client self-registration (DESIGN §9); register is public, the rest need a permission on the path. */
+/** Client self-registration (docs/design.md §9); register is public, the rest need a permission on the path. */
 export function registryRoutes(deps: { registry: RegistryService; users: UserService }): RouteModule {
   const { registry, users } = deps;
   return (r) => {

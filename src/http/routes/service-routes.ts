@@ -19,7 +19,7 @@ export function serviceBodyParsers(bodyLimitBytes: number): { method: string; pa
 }
 
 /**
- * Protocol-mapping services (gatewayd addition, DESIGN §13): the files of mapping.servicesDir
+ * Protocol-mapping services (gatewayd addition, docs/design.md §13): the files of mapping.servicesDir
  * through the API. Writes are validated as a whole, written atomically and applied before the
  * answer. With mapping.enabled false the list is empty and every change is refused (409).
  */

@@ -4,7 +4,7 @@ import type { RouteModule } from '../create-http-app.js';
 import { queryInt } from './query.js';
 
 /**
- * Calls the web UI needed beside the areas' own (gatewayd additions, README "Web UI"):
+ * Calls the web UI needed beside the areas' own (gatewayd additions, docs/web-ui.md):
  * GET /api/dashboard (the last hour of figures) and GET /api/resource-types (a form per
  * resource type, built from its JSON Schema).
  */

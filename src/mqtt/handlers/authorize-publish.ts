@@ -91,8 +91,9 @@ export function createAuthorizePublish(ctx: BrokerContext): AuthorizePublishHook
       return callback(new Error('publish not authorized'));
     }
     // A retained message is state the store must keep: while it cannot write (disk full,
-    // read-only, see README "Faults"), refuse it as the protocol allows (MQTT 5: a PUBACK/PUBREC
-    // with a reason code, 3.1.1: the connection closes) rather than acknowledge and lose it.
+    // read-only, see docs/operations.md "Health, metrics and faults"), refuse it as the protocol
+    // allows (MQTT 5: a PUBACK/PUBREC with a reason code, 3.1.1: the connection closes) rather
+    // than acknowledge and lose it.
     if (packet.retain && storeCannotWrite(ctx)) {
       publishRefused(client, st, topic, 'the store cannot write');
       return callback(new Error('retained messages cannot be stored now: the store cannot write'));

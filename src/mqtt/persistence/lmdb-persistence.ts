@@ -5,7 +5,7 @@
 // Every method answers as soon as its writes are issued: reads see them at once (write-behind.ts)
 // and LMDB commits them in the next batch. Durability is a separate barrier (`whenDurable`):
 // acknowledgements wait for it (durable-acks.ts), the publish path never does. See
-// "Broker state on disk" in README.md for why.
+// "Broker state on disk" in docs/mqtt-broker.md for why.
 import { Readable } from 'node:stream';
 import type { Database, Key } from 'lmdb';
 import type { GatewayConfig } from '../../config/config-schema.js';

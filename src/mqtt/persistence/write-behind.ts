@@ -1,6 +1,6 @@
 // lmdb-js commits asynchronous writes in batches (one transaction per event turn) and reads see
 // only committed data. The persistence answers aedes at once, before the commit (aedes drops a
-// message whose delivery is delayed behind a newer one: see README "Broker state on disk"), so
+// message whose delivery is delayed behind a newer one: see docs/mqtt-broker.md "Broker state on disk"), so
 // writes not yet committed are kept here and reads look here first.
 import type { Database, Key } from 'lmdb';
 import type { Store } from '../../store/index.js';

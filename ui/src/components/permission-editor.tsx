@@ -1,5 +1,5 @@
 // Editing permissions {context, resource, operation}, with a plain-words hint of what the
-// resource (an MQTT topic filter or a URL path, DESIGN §4) matches.
+// resource (an MQTT topic filter or a URL path, docs/design.md §4) matches.
 import { Button, SelectField, TextField } from './forms.js';
 import type { Context, Operation, PermissionInput } from '../types.js';
 
