@@ -207,7 +207,7 @@ async function populate(dir: string): Promise<number> {
     for (let m = 0; m < QUEUED_PER_SESSION; m++) {
       await p.outgoingEnqueue({ clientId }, { cmd: 'publish', topic: `devices/${s}/cmd/set`, payload: PAYLOAD, qos: 1, retain: false, brokerId: 'bench-broker', brokerCounter: ++counter });
     }
-    if (s % 100 === 99) await p.whenDurable();
+    if (s % 100 === 99) await p.flush();
   }
   await p.destroy();
   await store.close();
@@ -232,7 +232,7 @@ async function retainedLookups(dir: string): Promise<{ prefixUs: number; allMs: 
   const p = createLmdbPersistence({ store, limits: TEST_LIMITS });
   await p.setup({ id: 'bench-broker' });
   for (let i = 0; i < RETAINED_TOPICS; i++) await p.storeRetained({ cmd: 'publish', topic: `zone/${i}/temp`, payload: PAYLOAD, qos: 0, retain: true });
-  await p.whenDurable();
+  await p.flush();
   const drain = async (pattern: string) => {
     let n = 0;
     for await (const _ of p.createRetainedStream(pattern)) n++;

@@ -4,6 +4,7 @@ import type { GatewayConfig } from './config/index.js';
 import type { Logger } from './log/index.js';
 import type { Part } from './daemon.js';
 import { openStore, STORE_FILE, type Store } from './store/index.js';
+import { createStoragePolicy } from './storage/index.js';
 import { createAccessEvents } from './auth/access-events.js';
 import { createPasswordHasher } from './auth/passwords.js';
 import { createTokenService } from './auth/token-service.js';
@@ -71,6 +72,10 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  // When anything of the store touches the flash (docs/design.md §15): every part that keeps data as it
+  // runs (broker state, bridge queues, the audit trail...) writes through it; API writes commit at once.
+  const { holdMs, commitIntervalMs, backgroundCommitMs } = config.storage;
+  const storage = createStoragePolicy({ store, timings: { holdMs, commitIntervalMs, backgroundCommitMs }, log: baseLog });
   // The audit trail (docs/design.md §14): every part logs through `log`, whose audit events also go to the store.
   const audit = createAuditTrail({
     store,
@@ -129,6 +134,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   // engine, as their runAs user (the permission engine decides what leaves and what comes in).
   const bridges = createBridgeService({
     store,
+    storage,
     log,
     access: {
       principal: (username) => {
@@ -294,6 +300,8 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
         });
       },
       stop: async () => {
+        // What is still staged (held copies too) is written before the store closes.
+        await storage.close();
         await store.flushed();
         await store.close();
       },
@@ -327,6 +335,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
                 access: mqttAccess,
                 tls: { key: authority.serverKeyPem, cert: authority.serverCertPem, ca: () => trusted.pems() },
                 store,
+                storage,
                 version: gatewaydVersion(),
                 sysTopics: createBridgeSysTopics(() => bridges.figures()),
               });
@@ -353,7 +362,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

@@ -1,13 +1,15 @@
-// The store-and-forward queue of a bridge on a real LMDB store in a temp dir: order, removal
-// only on acknowledgement, resends after a lost connection, the three limits (oldest first,
-// counted by reason), a backlog far larger than what stays in memory, and what a reopened
-// store (a restart, a kill -9 after the flush) holds.
+// The store-and-forward queue of a bridge on a real LMDB store in a temp dir, through the storage
+// policy: order, removal only on acknowledgement, what is written while the link is up (nothing
+// that upstream acknowledges within the hold) and down (everything, in group commits), resends
+// after a lost connection, the three limits (oldest first, counted by reason), a backlog far
+// larger than what stays in memory, and what a reopened store (a restart) holds.
 import { rmSync } from 'node:fs';
 import { expect } from 'chai';
 import type { Database, Key } from 'lmdb';
 import { BridgeQueue, type QueueLimits } from '../src/bridges/bridge-queue.js';
 import { QUEUE_DATABASE } from '../src/bridges/index.js';
 import { openStore, type Store } from '../src/store/index.js';
+import { createStoragePolicy, type StagedTable, type StoragePolicy } from '../src/storage/index.js';
 import { tempDir } from './support/harness.js';
 
 const big: QueueLimits = { maxMessages: 1_000_000, maxBytes: 1 << 30, maxAgeSeconds: 0 };
@@ -16,12 +18,23 @@ describe('bridge queue', () => {
   let dir: string;
   let store: Store;
   let db: Database<Buffer, Key>;
+  let policy: StoragePolicy;
+  let table: StagedTable<Buffer>;
   const open = () => {
     store = openStore({ dir });
-    db = store.openDatabase<Buffer, Key>(QUEUE_DATABASE, { keyEncoding: 'ordered-binary', encoding: 'binary' });
+    policy = createStoragePolicy({ store, timings: { holdMs: 300, commitIntervalMs: 20, backgroundCommitMs: 1000 } });
+    table = policy.table<Buffer>(QUEUE_DATABASE, { keyEncoding: 'ordered-binary', encoding: 'binary' });
+    db = table.db;
   };
+  const queue = (id: string, limits = big, now?: () => number) => new BridgeQueue({ table, store, policy }, id, limits, now);
   const message = (n: number, qos: 0 | 1 = 1) => ({ localTopic: `plant/m/${n}`, remoteTopic: `site-a/plant/m/${n}`, payload: Buffer.from(String(n)), qos, retain: false });
-  const stored = (q: BridgeQueue, n: number) => new Promise<void>((resolve) => q.enqueue(message(n), resolve));
+  /** Queues message n carrying a tag of its own; resolves once the copy is safe. */
+  const stored = (q: BridgeQueue, n: number) => {
+    const tag = policy.ticket();
+    q.enqueue(message(n), tag);
+    return policy.whenSettled(tag);
+  };
+  const onDisk = (id: string) => [...db.getRange({ start: [id, 0], end: [id, Number.MAX_SAFE_INTEGER] })].map(({ value }) => Number(value.subarray(value.length - 1).toString()));
   /** Everything next() gives now, acknowledged at once. */
   const drain = (q: BridgeQueue) => {
     const out: number[] = [];
@@ -37,13 +50,15 @@ describe('bridge queue', () => {
     open();
   });
   afterEach(async () => {
+    await policy.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('keeps order, calls back once the message is on disk, and removes it only when acknowledged', async () => {
-    const q = new BridgeQueue(db, store, 'svc.cloud', big);
+  it('keeps order, settles a copy once it is on disk while the link is down, and removes it only when acknowledged', async () => {
+    const q = queue('svc.cloud');
     await Promise.all([1, 2, 3].map((n) => stored(q, n)));
+    expect(onDisk('svc.cloud'), 'on disk once settled').to.deep.equal([1, 2, 3]);
     expect(q.figures()).to.include({ messages: 3 });
     const first = q.next()!;
     expect(first.remoteTopic).to.equal('site-a/plant/m/1');
@@ -54,24 +69,51 @@ describe('bridge queue', () => {
     expect(q.acknowledged(second.seq), 'a second acknowledgement').to.equal(false);
     await q.settled();
     // On disk: 1 (sent, not acknowledged) and 3; a restart finds both, in order.
+    await policy.close();
     await store.close();
     open();
-    const again = new BridgeQueue(db, store, 'svc.cloud', big);
+    const again = queue('svc.cloud');
     expect(again.figures().messages).to.equal(2);
     expect(drain(again)).to.deep.equal([1, 3]);
   });
 
-  it('writes the removal of an acknowledged message with the next message queued: on disk once that one is', async () => {
-    const q = new BridgeQueue(db, store, 'svc.cloud', big);
-    await Promise.all([1, 2].map((n) => stored(q, n)));
-    q.acknowledged(q.next()!.seq);
-    await stored(q, 3); // its batch carries the removal of 1
-    const onDisk = () => [...db.getRange({ start: ['svc.cloud', 0], end: ['svc.cloud', Number.MAX_SAFE_INTEGER] })].map(({ value }) => Number(value.subarray(value.length - 1).toString()));
-    expect(onDisk()).to.deep.equal([2, 3]);
+  it('writes nothing while the link is up and upstream acknowledges within the hold; the copy is safe at the acknowledgement', async () => {
+    const q = queue('svc.cloud');
+    q.setLinkUp(true);
+    const commits = policy.stats().commits;
+    const safe = [1, 2, 3].map((n) => stored(q, n));
+    let settled = 0;
+    for (const p of safe) void p.then(() => settled++);
+    await new Promise((r) => setImmediate(r));
+    expect(settled, 'not safe before upstream took them').to.equal(0);
+    for (let m = q.next(); m; m = q.next()) q.acknowledged(m.seq);
+    await Promise.all(safe);
+    await q.settled();
+    expect(policy.stats().commits - commits, 'no commit at all').to.equal(0);
+    expect(policy.stats().cancelledWrites).to.equal(3);
+    expect(onDisk('svc.cloud')).to.deep.equal([]);
+  });
+
+  it('writes a message upstream has not acknowledged once the hold is over, and at once when the link goes down, in order', async () => {
+    const q = queue('svc.cloud');
+    q.setLinkUp(true);
+    const first = stored(q, 1);
+    const started = Date.now();
+    await first;
+    expect(Date.now() - started, 'written after the hold (300 ms)').to.be.at.least(250);
+    expect(onDisk('svc.cloud')).to.deep.equal([1]);
+    const second = stored(q, 2);
+    const third = stored(q, 3);
+    const staged = () => [...table.stagedOf('svc.cloud')].map((w) => w.cls);
+    expect(staged()).to.deep.equal(['held', 'held']);
+    q.setLinkUp(false);
+    expect(staged(), 'due in the next group commit, not after the hold').to.deep.equal(['prompt', 'prompt']);
+    await Promise.all([second, third]);
+    expect(onDisk('svc.cloud')).to.deep.equal([1, 2, 3]);
   });
 
   it('sends what was not acknowledged again, first and in order, after a lost connection', async () => {
-    const q = new BridgeQueue(db, store, 'b', big);
+    const q = queue('b');
     for (let n = 1; n <= 6; n++) q.enqueue(message(n));
     const sent = [q.next()!, q.next()!, q.next()!, q.next()!];
     q.acknowledged(sent[1]!.seq);
@@ -82,7 +124,7 @@ describe('bridge queue', () => {
   });
 
   it('drops the oldest messages beyond maxMessages and maxBytes, counted by reason', async () => {
-    const q = new BridgeQueue(db, store, 'b', { ...big, maxMessages: 5 });
+    const q = queue('b', { ...big, maxMessages: 5 });
     const drops: string[] = [];
     q.onDrop = (reason, n) => drops.push(`${reason}:${n}`);
     for (let n = 1; n <= 8; n++) q.enqueue(message(n));
@@ -96,14 +138,15 @@ describe('bridge queue', () => {
     expect(q.acknowledged(one.seq)).to.equal(false);
     expect(drain(q)).to.deep.equal([7, 8, 9]);
     await q.settled();
+    await policy.close();
     await store.close();
     open();
-    expect(new BridgeQueue(db, store, 'b', big).figures().messages, 'dropped ones are gone from disk').to.equal(0);
+    expect(queue('b').figures().messages, 'dropped ones are gone from disk').to.equal(0);
   });
 
   it('drops messages older than maxAgeSeconds', () => {
     let now = 1_000_000;
-    const q = new BridgeQueue(db, store, 'b', { ...big, maxAgeSeconds: 60 }, () => now);
+    const q = queue('b', { ...big, maxAgeSeconds: 60 }, () => now);
     q.enqueue(message(1));
     now += 30_000;
     q.enqueue(message(2));
@@ -117,7 +160,7 @@ describe('bridge queue', () => {
 
   it('drains a backlog far beyond its memory window from disk, in order, also after a restart', async function () {
     this.timeout(30_000);
-    const q = new BridgeQueue(db, store, 'b', big);
+    const q = queue('b');
     const total = 5000;
     for (let n = 0; n < total; n++) q.enqueue(message(n));
     await q.settled();
@@ -130,33 +173,34 @@ describe('bridge queue', () => {
     }
     expect(firstHalf).to.deep.equal([...Array(total / 2).keys()]);
     await q.settled();
+    await policy.close();
     await store.close();
     open();
-    const again = new BridgeQueue(db, store, 'b', big);
+    const again = queue('b');
     // New messages go behind the backlog.
     again.enqueue(message(total));
     expect(drain(again)).to.deep.equal([...Array(total / 2 + 1).keys()].map((i) => i + total / 2));
   });
 
   it('keeps the queues of two bridges apart and clears one without touching the other', async () => {
-    const a = new BridgeQueue(db, store, 'svc.a', big);
-    const b = new BridgeQueue(db, store, 'svc.ab', big);
+    const a = queue('svc.a');
+    const b = queue('svc.ab');
     a.enqueue(message(1));
     b.enqueue(message(2));
     a.clear();
     await Promise.all([a.settled(), b.settled()]);
     expect(a.figures().messages).to.equal(0);
     expect(drain(b)).to.deep.equal([2]);
-    expect(new BridgeQueue(db, store, 'svc.a', big).figures().messages).to.equal(0);
+    expect(queue('svc.a').figures().messages).to.equal(0);
   });
 
-  it('answers at once and counts the message when the store cannot write', async () => {
-    const q = new BridgeQueue(db, store, 'b', big);
+  it('counts the message as dropped when the store cannot write; its publisher is not held', async () => {
+    const q = queue('b');
     const closed = { ...store, isOpen: () => false };
-    const refusing = new BridgeQueue(db, closed as Store, 'c', big);
-    let called = false;
-    refusing.enqueue(message(1), () => (called = true));
-    expect(called).to.equal(true);
+    const refusing = new BridgeQueue({ table, store: closed as Store, policy }, 'c', big);
+    const tag = policy.ticket();
+    refusing.enqueue(message(1), tag);
+    expect(policy.pending(tag)).to.equal(false);
     expect(refusing.figures().dropped.storeFailure).to.equal(1);
     expect(q.figures().messages).to.equal(0);
   });

@@ -11,18 +11,17 @@ import { connect, connectWithInbox, endAllClients, subscribe, withTimeout } from
 
 /**
  * The persistence's barrier, plus a switch: while held, an acknowledgement that the real barrier
- * would make wait for the disk waits for release() as well.
+ * would make wait for its copies waits for release() as well.
  */
-function heldBarrier(real: DurabilityBarrier): DurabilityBarrier & { hold(): void; release(): void; waiting: number } {
+function heldBarrier(real: Required<DurabilityBarrier>): DurabilityBarrier & { hold(): void; release(): void; waiting: number } {
   let gate = Promise.resolve();
   let open = () => {};
   const barrier = {
     waiting: 0,
-    writeMark: () => real.writeMark(),
-    whenDurable: (mark: number) => {
-      if (real.writeMark() === mark) return real.whenDurable(mark); // nothing written: never held
+    writesFor: (packet: { topic: string; qos: number; retain?: boolean }) => real.writesFor(packet),
+    whenSettled: (publishId: number) => {
       barrier.waiting++;
-      return gate.then(() => real.whenDurable(mark));
+      return gate.then(() => real.whenSettled(publishId));
     },
     hold: () => {
       gate = new Promise<void>((resolve) => (open = resolve));
@@ -158,10 +157,14 @@ describe('mqtt persistence under aedes 2', function () {
     expect(acks).to.deep.equal(['no/state', 'plant/state']);
   });
 
-  it('holds the PUBREC of a new QoS 2 publish until it is durable; a retransmission is answered at once', async () => {
+  it('holds the PUBREC of a new QoS 2 publish until its copies are safe; a retransmission is answered at once', async () => {
     broker = await startBareBroker({ dir, durableAcks: false });
     const barrier = heldBarrier(broker.persistence!);
     acknowledgeWhenDurable(broker.aedes, barrier);
+    // A persistent subscriber away: the publish queues a copy for it.
+    const away = await connect(broker.port, { clientId: 'q2-away', clean: false });
+    await subscribe(away, 'q2/#', 2);
+    await away.endAsync();
     const raw = await rawClient(broker.port, 'raw-qos2');
     const done = published(broker, 'q2/topic');
     raw.publishQos2('q2/topic', 7, false);

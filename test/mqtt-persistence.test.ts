@@ -165,7 +165,7 @@ describe('mqtt persistence: LMDB broker state', function () {
     await p.storeRetained(retained('plant/1', 'parent'));
     await p.storeRetained(retained('plant/10/temp', 'p10'));
     await p.storeRetained(retained('plant/1/a/b', 'deep'));
-    await p.whenDurable();
+    await p.flush();
 
     const getRange = sinon.spy(Object.getPrototypeOf(store.users) as { getRange: (...args: unknown[]) => unknown }, 'getRange');
     try {
@@ -476,7 +476,7 @@ describe('mqtt persistence: LMDB broker state', function () {
     await p.setup({ id: 'b' });
     await p.storeRetained(retained('kept', 'from-backup'));
     await p.addSubscriptions({ id: 'old-device' }, [{ topic: 'old/#', qos: 1 }]);
-    await p.whenDurable();
+    await p.flush();
     const backup = tempDir('gatewayd-persistence-backup-');
     try {
       await store.backup(`${backup}/db`);
@@ -509,18 +509,20 @@ describe('mqtt persistence: LMDB broker state', function () {
     expect(() => loadConfig({ env: { GATEWAYD_SET__MQTT__PERSISTENCE__MAX_RETAINED_BYTES: '10' } })).to.throw(/maxRetainedBytes/);
   });
 
-  it('whenDurable(mark) waits for the disk only when something was written after the mark', async () => {
+  it('stages a retained QoS 0 update in the background and a QoS 1 one promptly, its publisher waiting for exactly that write', async () => {
     const p = persistence();
     await p.setup({ id: 'b' });
     const flushed = sinon.spy(store, 'flushed');
-    const mark = p.writeMark();
-    await p.whenDurable(mark);
+    await p.storeRetained({ ...retained('quiet', 'v0'), qos: 0 });
     await p.subscriptionsByTopic('x');
-    await p.whenDurable(mark);
-    expect(flushed.callCount).to.equal(0);
-    await p.storeRetained(retained('t', 'v'));
-    await p.whenDurable(mark);
-    expect(flushed.callCount).to.equal(1);
-    expect(p.writeMark()).to.be.greaterThan(mark);
+    expect(p.whenSettled(7), 'a publish that wrote nothing is settled at once').to.be.instanceOf(Promise);
+    await p.whenSettled(7);
+    expect(flushed.callCount, 'nothing committed for a QoS 0 retained update yet').to.equal(0);
+    await p.storeRetained({ ...retained('loud', 'v1'), qos: 1, brokerCounter: 8 });
+    await p.whenSettled(8);
+    expect(flushed.callCount, 'the QoS 1 retained update was committed (with the QoS 0 one riding along)').to.equal(1);
+    const stored = store.openDatabase<{ payload: Buffer }, Buffer>('mqtt-retained', { keyEncoding: 'binary' });
+    expect(stored.get(Buffer.from('loud'))?.payload.toString()).to.equal('v1');
+    expect(stored.get(Buffer.from('quiet'))?.payload.toString()).to.equal('v0');
   });
 });

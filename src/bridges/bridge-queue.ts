@@ -1,20 +1,21 @@
-// The store-and-forward queue of one bridge (docs/design.md §14): every message an out rule takes is
-// written to the `bridge-queue` database of the gateway's LMDB environment (key [bridgeId, seq],
-// value queue-record.ts) before it is sent upstream, and is removed only once the upstream
-// broker acknowledged it (QoS 1/2) or it was written to the socket (QoS 0). Order is the order
-// of arrival, per bridge.
+// The store-and-forward queue of one bridge (docs/design.md §14, §15): every message an out rule takes
+// is staged in the `bridge-queue` database (key [bridgeId, seq], value queue-record.ts) through
+// the storage policy, and leaves the queue once the upstream broker acknowledged it (QoS 1/2) or
+// it was written to the socket (QoS 0). Order is the order of arrival, per bridge.
 //
-// - Writes are not a transaction each: lmdb-js commits every write issued in one event turn as
-//   one transaction, and `whenStored` callbacks run once that commit is flushed to disk (a local
-//   publisher's PUBACK waits for them).
+// - While the upstream link is up a queued message is held: upstream's PUBACK within the hold
+//   cancels it and nothing is written. While the link is down (or the hold passed) it is written
+//   in the next group commit; the policy keeps a bridge's messages in order on disk.
+// - A local QoS 1/2 publisher's acknowledgement waits for the queue's copy to be safe (the write
+//   carries the publish's tag), not for the disk: upstream's PUBACK is as good.
 // - Bounded by maxMessages, maxBytes and maxAgeSeconds; beyond a bound the oldest messages go
 //   first (sent ones too: a late acknowledgement is then ignored), counted by reason.
 // - Memory stays small whatever the backlog: unsent messages are kept in memory only while the
 //   sender keeps up (WINDOW_*); the rest is read back from disk in slices as it is sent.
 // - After a lost connection everything sent but not acknowledged is sent again, in order,
 //   before anything newer (duplicates upstream are possible, losses are not).
-import type { Database, Key } from 'lmdb';
 import type { Store } from '../store/index.js';
+import { REMOVED, type StagedTable, type StagedWrite, type StoragePolicy, type WriteTag } from '../storage/index.js';
 import { decodeMessage, encodeMessage, enqueuedAtOf, queuedFrom, type MessageToQueue, type QueuedMessage } from './queue-record.js';
 
 export type DropReason = 'maxMessages' | 'maxBytes' | 'maxAge' | 'notAuthorized' | 'expired' | 'rejectedUpstream' | 'storeFailure';
@@ -34,32 +35,25 @@ export interface QueueFigures {
   dropped: Record<DropReason, number>;
 }
 
-export type QueueStore = Pick<Store, 'flushed' | 'isOpen' | 'writeHealth' | 'noteWriteFailure'>;
+export type QueueStore = Pick<Store, 'isOpen' | 'writeHealth'>;
+
+/** Where a queue keeps its messages: its table of the storage policy, the store's health, the policy's flush. */
+export interface QueueStorage {
+  table: StagedTable<Buffer>;
+  store: QueueStore;
+  policy: Pick<StoragePolicy, 'flush'>;
+}
 
 /** Unsent messages kept in memory (beyond: read back from disk). */
 const WINDOW_MESSAGES = 1000;
 const WINDOW_BYTES = 1 << 20;
 /** Messages read from disk at once while draining a backlog. */
 const READ_AHEAD = 256;
-/**
- * How long the removal of acknowledged messages may wait for company. lmdb-js writes each event
- * turn's writes as a batch, and every batch that finds its writer thread idle costs the event
- * loop a new start of it (hundreds of µs): a backlog draining at thousands of acknowledgements a
- * second would pay that for every turn. A removal goes out with the next put of its queue (the
- * same batch) or after this delay; a crash in between sends those messages again (at least once).
- */
-const REMOVE_DELAY_MS = 20;
 const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
 interface Sent {
   size: number;
   at: number;
-}
-
-interface Batch {
-  commit: Promise<unknown>;
-  seqs: number[];
-  stored: (() => void)[];
 }
 
 export class BridgeQueue {
@@ -74,21 +68,13 @@ export class BridgeQueue {
   private readonly redoMeta = new Map<number, Sent>();
   private count = 0;
   private bytes = 0;
-  /** Written, not committed yet: reads of LMDB do not see them. */
-  private readonly pending = new Map<number, Buffer>();
   /** Unsent messages in memory, as queued (no decoding when sent): cursor, cursor+1, ... (contiguous). */
   private readonly window = new Map<number, QueuedMessage>();
   private windowBytes = 0;
   /** Read ahead from disk. */
   private readonly readAhead = new Map<number, Buffer>();
-  private batch: Batch | undefined;
-  /** The commit of the last write issued (settled() waits for it). */
-  private lastWrite: Promise<unknown> | undefined;
-  /** The key of every write, reused: lmdb-js encodes it before put/remove return. */
-  private readonly key: [string, number];
-  /** Acknowledged or dropped messages whose removal waits (REMOVE_DELAY_MS). */
-  private heldRemoves: number[] = [];
-  private removeTimer: NodeJS.Timeout | undefined;
+  /** Whether upstream is connected: queued messages are then held for its acknowledgement. */
+  private linkUp = false;
   private readonly wakers = new Set<() => void>();
   readonly dropped: Record<DropReason, number> = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
   /** Messages given by next() a second time (after a lost connection). */
@@ -96,36 +82,37 @@ export class BridgeQueue {
   /** Called for every drop (the running bridge logs episodes). */
   onDrop: (reason: DropReason, count: number) => void = () => {};
 
+  private readonly table: StagedTable<Buffer>;
+  private readonly store: QueueStore;
+
   constructor(
-    private db: Database<Buffer, Key>,
-    private readonly store: QueueStore,
+    private readonly storage: QueueStorage,
     readonly id: string,
     public limits: QueueLimits,
     private readonly now: () => number = Date.now,
   ) {
-    this.key = [id, 0];
+    this.table = storage.table;
+    this.store = storage.store;
     this.reload();
   }
 
-  /** Reads the queue's state from the store (at start, and after a restore swapped the store). */
-  reload(db: Database<Buffer, Key> = this.db): void {
-    this.db = db;
-    // Removals not written belong to the queue as it was (a restore: their keys may be other messages now).
-    this.dropHeldRemoves();
+  /**
+   * Reads the queue's state from the store (at start, and after a restore swapped the store: the
+   * storage policy dropped what was staged for the old one).
+   */
+  reload(): void {
     this.sent.clear();
     this.redo = [];
     this.redoMeta.clear();
-    this.pending.clear();
     this.window.clear();
     this.windowBytes = 0;
     this.readAhead.clear();
-    this.batch = undefined;
     this.count = 0;
     this.bytes = 0;
     let first: number | undefined;
     let last = -1;
     if (this.store.isOpen()) {
-      for (const { key, value } of this.db.getRange({ start: [this.id, 0], end: [this.id, MAX_SEQ] })) {
+      for (const { key, value } of this.table.db.getRange({ start: [this.id, 0], end: [this.id, MAX_SEQ] })) {
         const seq = (key as [string, number])[1];
         first ??= seq;
         last = seq;
@@ -163,28 +150,25 @@ export class BridgeQueue {
   }
 
   /**
-   * Queues a message; `stored` is called once it is on disk (or, when it cannot be stored, at
-   * once: it is then counted as dropped, storeFailure).
+   * Queues a message. `tag`: the local publish it comes from (its publisher's acknowledgement waits
+   * until this copy is safe: upstream took it, or it is on disk). When it cannot be stored it is
+   * counted as dropped (storeFailure).
    */
-  enqueue(message: MessageToQueue, stored?: () => void): void {
+  enqueue(message: MessageToQueue, tag?: WriteTag): void {
     if (!this.store.isOpen() || !this.store.writeHealth().writable) {
       this.countDrop('storeFailure', 1);
-      stored?.();
       return;
     }
     const seq = this.tail++;
     const enqueuedAt = this.now();
     const buf = encodeMessage(message, enqueuedAt);
-    this.pending.set(seq, buf);
     this.count++;
     this.bytes += buf.length;
     if (seq === this.cursor + this.window.size && this.window.size < WINDOW_MESSAGES && this.windowBytes + buf.length <= WINDOW_BYTES) {
       this.window.set(seq, queuedFrom(message, buf, seq, enqueuedAt));
       this.windowBytes += buf.length;
     }
-    this.key[1] = seq;
-    this.track(this.db.put(this.key, buf), seq, stored);
-    if (this.heldRemoves.length) this.writeRemoves();
+    this.table.put(this.writeId(seq), [this.id, seq], buf, { class: this.linkUp ? 'held' : 'prompt', owner: this.id, tag });
     this.enforceLimits();
     this.wake();
   }
@@ -259,17 +243,16 @@ export class BridgeQueue {
     return () => this.wakers.delete(wake);
   }
 
+  /** Upstream connected or lost: while it is away, held messages are written in the next commit. */
+  setLinkUp(up: boolean): void {
+    this.linkUp = up;
+    if (!up) this.table.promote(this.id);
+  }
+
   /** Removes every message (the bridge left the service files). */
   clear(): void {
-    this.dropHeldRemoves(); // every key is removed below
     if (this.store.isOpen()) {
-      // Committed ones and those still in the current commit batch (a remove issued after a put goes after it).
-      const seqs = new Set<number>(this.pending.keys());
-      for (const key of this.db.getKeys({ start: [this.id, 0], end: [this.id, MAX_SEQ] })) seqs.add((key as [string, number])[1]);
-      for (const seq of seqs) {
-        this.lastWrite = this.db.remove([this.id, seq]);
-        this.lastWrite.catch((err: unknown) => this.store.noteWriteFailure(err));
-      }
+      this.table.removeOwnedBy(this.id, [this.id, 0], [this.id, MAX_SEQ], (key) => this.writeId((key as [string, number])[1]), { class: 'prompt', delivered: true });
     }
     this.sent.clear();
     this.redo = [];
@@ -282,11 +265,25 @@ export class BridgeQueue {
     this.cursor = this.tail;
   }
 
-  /** Resolves once every write issued so far is on disk. */
+  /** Resolves once every write staged so far (held ones too) is on disk. */
   async settled(): Promise<void> {
-    this.writeRemoves();
-    await this.lastWrite?.catch(() => undefined);
-    await this.store.flushed();
+    await this.storage.policy.flush();
+  }
+
+  /** A staged write of this queue was lost to a failed commit: the message is gone (storeFailure). */
+  lost(write: StagedWrite<Buffer>): void {
+    if (write.value === REMOVED) return; // a removal: the message comes back after a restart (at least once)
+    const seq = (write.key as [string, number])[1]!;
+    const size = write.value.length;
+    if (this.sent.delete(seq) || this.redoMeta.delete(seq)) {
+      this.redo = this.redo.filter((s) => s !== seq);
+    } else if (seq >= this.cursor && seq < this.tail) {
+      // Unsent: next() finds no record and skips it.
+      this.forgetUnsent(seq);
+    } else return;
+    this.count--;
+    this.bytes -= size;
+    this.countDrop('storeFailure', 1);
   }
 
   private enforceLimits(): void {
@@ -357,82 +354,31 @@ export class BridgeQueue {
     return buf && decodeMessage(seq, buf);
   }
 
-  /** The record of a message not in the window: written and not committed yet, or on disk. */
+  /** The record of a message not in the window: staged and not committed yet, or on disk. */
   private read(seq: number): Buffer | undefined {
-    const hit = this.pending.get(seq) ?? this.readAhead.get(seq);
+    const staged = this.table.staged(this.writeId(seq));
+    if (staged) return staged.value === REMOVED ? undefined : staged.value;
+    const hit = this.readAhead.get(seq);
     if (hit || !this.store.isOpen()) return hit;
     // A backlog on disk: read a slice ahead (one cursor instead of one lookup per message).
     this.readAhead.clear();
-    for (const { key, value } of this.db.getRange({ start: [this.id, seq], end: [this.id, MAX_SEQ], limit: READ_AHEAD })) {
+    for (const { key, value } of this.table.db.getRange({ start: [this.id, seq], end: [this.id, MAX_SEQ], limit: READ_AHEAD })) {
       this.readAhead.set((key as [string, number])[1], value);
     }
     return this.readAhead.get(seq);
   }
 
+  /** The message left the queue (acknowledged upstream, or dropped): a copy never written is cancelled. */
   private remove(seq: number, size: number): void {
     this.count--;
     this.bytes -= size;
-    this.heldRemoves.push(seq);
-    if (this.removeTimer) return;
-    this.removeTimer = setTimeout(() => this.writeRemoves(), REMOVE_DELAY_MS);
-    this.removeTimer.unref();
-  }
-
-  /** Writes the held removals (each after its message's put, which was issued when it was queued). */
-  writeRemoves(): void {
-    if (this.removeTimer) clearTimeout(this.removeTimer);
-    this.removeTimer = undefined;
-    const seqs = this.heldRemoves;
-    this.heldRemoves = [];
     if (!this.store.isOpen()) return;
-    for (const seq of seqs) {
-      this.key[1] = seq;
-      const write = this.db.remove(this.key);
-      // lmdb-js answers the writes of one commit with one promise: one handler for all of them.
-      if (write === this.lastWrite) continue;
-      this.lastWrite = write;
-      write.catch((err: unknown) => this.store.noteWriteFailure(err));
-    }
+    this.table.remove(this.writeId(seq), [this.id, seq], { class: 'prompt', owner: this.id, delivered: true });
   }
 
-  private dropHeldRemoves(): void {
-    if (this.removeTimer) clearTimeout(this.removeTimer);
-    this.removeTimer = undefined;
-    this.heldRemoves = [];
-  }
-
-  /** lmdb-js answers every write of one commit with the same promise: one callback per batch. */
-  private track(commit: Promise<unknown>, seq: number, stored?: () => void): void {
-    this.lastWrite = commit;
-    let b = this.batch;
-    if (!b || b.commit !== commit) {
-      const batch: Batch = { commit, seqs: [], stored: [] };
-      b = this.batch = batch;
-      commit
-        .then(
-          () => {
-            for (const s of batch.seqs) this.pending.delete(s);
-            return this.store.flushed();
-          },
-          (err: unknown) => {
-            // Not stored: the queue is what the disk holds (the messages of the batch are lost,
-            // and counted; whatever was sent is sent again).
-            this.store.noteWriteFailure(err);
-            const lost = batch.seqs.length;
-            if (this.batch === batch) this.batch = undefined;
-            this.reload();
-            this.countDrop('storeFailure', lost);
-          },
-        )
-        // The flush itself failed (the store closing): the writes are what the next start finds.
-        .catch((err: unknown) => this.store.noteWriteFailure(err))
-        .finally(() => {
-          if (this.batch === batch) this.batch = undefined;
-          for (const done of batch.stored) done();
-        });
-    }
-    b.seqs.push(seq);
-    if (stored) b.stored.push(stored);
+  /** The write's id in the shared table: unique over every bridge's queue. */
+  private writeId(seq: number): string {
+    return `${this.id}\u0000${seq}`;
   }
 
   private countDrop(reason: DropReason, n: number): void {

@@ -1,6 +1,6 @@
 // One running bridge (docs/design.md §14): its out rules tap the gateway's broker and put every message
-// the runAs user may read into the bridge's queue (a QoS 1/2 publisher is acknowledged once it is
-// on disk); the sender takes the queue in order to the upstream broker, at most `maxInflight`
+// the runAs user may read into the bridge's queue (a QoS 1/2 publisher is acknowledged once the
+// queue's copy is safe: upstream acknowledged it, or it is on disk); the sender takes the queue in order to the upstream broker, at most `maxInflight`
 // unacknowledged and `drainRatePerSecond` per second, and a message leaves the queue only when
 // upstream acknowledged it. Its in rules subscribe upstream and publish what the user may write
 // on the gateway's broker. The link's states are link-keeper.ts's; while `disabled` the queue
@@ -26,16 +26,16 @@ export interface TappedMessage {
   qos: 0 | 1 | 2;
   retain: boolean;
   properties?: MessageProperties;
+  /** The publish it is (aedes' brokerCounter, QoS 1/2): its publisher's acknowledgement waits for the queue's copy. */
+  publishId?: number;
 }
 
 /** The broker's data plane as bridges use it (src/mqtt). */
 export interface BridgeDataPlane {
-  /**
-   * Every publish on the broker matching `filter`. `done` must be called once the message is
-   * taken care of: a QoS 1/2 publisher gets its acknowledgement only after every tap called it.
-   */
+  /** Every publish on the broker matching `filter`; `done` once the handler took it. */
   tap(filter: string, handler: (message: TappedMessage, done: () => void) => void): () => void;
-  publish(topic: string, payload: Buffer, options: { qos: 0 | 1; retain: boolean; properties?: MessageProperties }): Promise<void>;
+  /** `durable`: resolves once every copy the publish made (persistent sessions, other bridges) is safe. */
+  publish(topic: string, payload: Buffer, options: { qos: 0 | 1; retain: boolean; properties?: MessageProperties; durable?: boolean }): Promise<void>;
 }
 
 export interface BridgeFigures {
@@ -61,8 +61,6 @@ export interface BridgeDeps {
   dataPlane: BridgeDataPlane | undefined;
   access: BridgeAccess;
   log: Logger;
-  /** Resolves once what the broker stored is on disk (an incoming QoS 1/2 message is acknowledged upstream after it). */
-  durable: () => Promise<void>;
   /** Announces a state change (the mapping runtime's waiters, the UI). */
   changed: () => void;
   /** Called when the bridge stops for good. */
@@ -103,8 +101,12 @@ export class Bridge {
       log,
       subscriptions: this.rules.filter(bringsIn).map((r) => ({ filter: r.remoteFilter, qos: r.qos })),
       message: (m) => this.bringIn(m),
-      up: () => this.schedulePump(),
+      up: () => {
+        queue.setLinkUp(true);
+        this.schedulePump();
+      },
       down: () => {
+        queue.setLinkUp(false);
         queue.connectionLost();
         this.echoes.clear();
       },
@@ -157,8 +159,8 @@ export class Bridge {
     this.runAs.close();
     this.deps.queue.onDrop = () => {};
     await this.keeper.stop();
-    // What upstream acknowledged leaves the disk now, not after a restart sent it again.
-    this.deps.queue.writeRemoves();
+    // Nothing acknowledges the held messages any more: they are written in the next commit.
+    this.deps.queue.setLinkUp(false);
   }
 
   figures(): BridgeFigures {
@@ -201,11 +203,9 @@ export class Bridge {
     const message: MessageToQueue = { localTopic: m.topic, remoteTopic: remoteTopicOf(rule, m.topic), payload: m.payload, qos: Math.min(rule.qos, m.qos) as 0 | 1 | 2, retain: rule.retainAsPublished && m.retain };
     const properties = m.properties && pickProperties(m.properties);
     if (properties) message.properties = properties;
-    // QoS 0: nobody waits for an acknowledgement, so the publish does not wait for the disk.
-    if (m.qos === 0) {
-      this.deps.queue.enqueue(message);
-      done();
-    } else this.deps.queue.enqueue(message, done);
+    // The publish does not wait here: its publisher's acknowledgement waits for this copy's tag.
+    this.deps.queue.enqueue(message, m.publishId);
+    done();
   }
 
   private schedulePump(): void {
@@ -295,8 +295,8 @@ export class Bridge {
     const payload = Buffer.from(m.payload);
     this.inbound.add(payload);
     const qos = Math.min(rule.qos, m.qos, 1) as 0 | 1;
-    await dp.publish(topic, payload, { qos, retain: rule.retainAsPublished && m.retain, ...(m.properties ? { properties: pickProperties(m.properties) } : {}) });
-    if (m.qos > 0) await this.deps.durable();
+    // Acknowledged upstream (mqtt.js answers once this resolves) only when its copies here are safe.
+    await dp.publish(topic, payload, { qos, retain: rule.retainAsPublished && m.retain, durable: m.qos > 0, ...(m.properties ? { properties: pickProperties(m.properties) } : {}) });
     this.counters.received++;
   }
 

@@ -3,9 +3,9 @@
 // connections); this part is their engine: the upstream client (upstream.ts), the queue in the
 // gateway's LMDB environment (bridge-queue.ts, database `bridge-queue`: backups carry it), the
 // topic rules (topic-rules.ts) and the permission checks of the runAs user (run-as.ts).
-import type { Database, Key } from 'lmdb';
 import type { Logger } from '../log/index.js';
 import type { Store } from '../store/index.js';
+import type { StagedTable, StoragePolicy } from '../storage/index.js';
 import { Bridge, type BridgeDataPlane, type BridgeFigures } from './bridge.js';
 import { bridgeDefinition, type BridgeProperties } from './bridge-definition.js';
 import { BridgeQueue } from './bridge-queue.js';
@@ -33,6 +33,8 @@ export interface BridgeService {
 
 export function createBridgeService(deps: {
   store: Store;
+  /** The gateway's storage policy: the queues are one of its tables. */
+  storage: StoragePolicy;
   log: Logger;
   access: BridgeAccess;
   /** The broker's data plane (undefined while the broker is off). */
@@ -44,27 +46,29 @@ export function createBridgeService(deps: {
 }): BridgeService {
   const { store } = deps;
   const log = deps.log.child({ part: 'bridges' });
-  let db: Database<Buffer, Key> | undefined;
-  const openDb = () => store.openDatabase<Buffer, Key>(QUEUE_DATABASE, { keyEncoding: 'ordered-binary', encoding: 'binary' });
+  let table: StagedTable<Buffer> | undefined;
   /** Queues by bridge id: one per id for the life of the process, so a restarted bridge keeps its pending writes. */
   const queues = new Map<string, BridgeQueue>();
   const running = new Map<string, Bridge>();
   let listening = false;
 
   const queueOf = (id: string, limits: BridgeQueue['limits']): BridgeQueue => {
-    db ??= openDb();
+    if (!table) {
+      table = deps.storage.table<Buffer>(QUEUE_DATABASE, { keyEncoding: 'ordered-binary', encoding: 'binary' });
+      // A write lost to a failed commit: its queue counts the message as dropped.
+      table.onLost = (write) => (write.owner === undefined ? undefined : queues.get(write.owner)?.lost(write));
+    }
     if (!listening) {
       listening = true;
-      // A restore swapped the store: each queue is what the restored store holds.
+      // A restore swapped the store (the storage policy reopened the table first): each queue is what the restored store holds.
       store.onReopen(() => {
-        db = openDb();
-        for (const q of queues.values()) q.reload(db);
+        for (const q of queues.values()) q.reload();
         for (const b of running.values()) b.forgetAccess();
       });
     }
     let q = queues.get(id);
     if (!q) {
-      q = new BridgeQueue(db, store, id, limits);
+      q = new BridgeQueue({ table, store, policy: deps.storage }, id, limits);
       queues.set(id, q);
       if (q.size) log.info('bridge queue found', { id, messages: q.size });
     }
@@ -81,7 +85,6 @@ export function createBridgeService(deps: {
         dataPlane: deps.dataPlane(),
         access: deps.access,
         log,
-        durable: () => store.flushed(),
         changed,
         stopped: () => {
           if (running.get(id) === bridge) running.delete(id);

@@ -170,6 +170,17 @@ export const configSchema = obj({
     intervalSeconds: { type: 'integer', minimum: 1, maximum: 600 },
     windowSeconds: { type: 'integer', minimum: 60, maximum: 86400 },
   }),
+  // When the store touches the flash (src/storage, docs/footprint.md "Flash").
+  storage: obj({
+    holdMs: { type: 'integer', minimum: 0, maximum: 60000 },
+    commitIntervalMs: { type: 'integer', minimum: 10, maximum: 10000 },
+    backgroundCommitMs: { type: 'integer', minimum: 100, maximum: 60000 },
+    flash: obj({
+      capacityBytes: { type: 'integer', minimum: 104857600, maximum: 1099511627776 },
+      ratedWriteCycles: { type: 'integer', minimum: 100, maximum: 1000000 },
+      warnBelowYears: { type: 'number', minimum: 0, maximum: 100 },
+    }),
+  }),
 });
 
 /** A cluster's management API base URL; empty: no revocation pushes to that cluster. */
@@ -345,4 +356,14 @@ export interface GatewayConfig {
   audit: { maxEntries: number; maxAgeDays: number; maxEventsPerSecond: number };
   /** The dashboard's ring in memory (src/metrics/dashboard.ts): one sample per interval, for the window. */
   dashboard: { intervalSeconds: number; windowSeconds: number };
+  /** The storage policy (src/storage): when writes reach the flash, and the flash's endurance for the projection. */
+  storage: {
+    /** How long a copy a connected recipient should acknowledge stays in memory before it is written. */
+    holdMs: number;
+    /** Group commit window: at most one commit of what must be durable per interval. */
+    commitIntervalMs: number;
+    /** Retained QoS 0 updates, session times, the audit trail: written within this interval (what a power cut can cost). */
+    backgroundCommitMs: number;
+    flash: { capacityBytes: number; ratedWriteCycles: number; warnBelowYears: number };
+  };
 }

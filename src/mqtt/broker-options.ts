@@ -2,6 +2,7 @@
 import type { GatewayConfig } from '../config/config-schema.js';
 import type { Logger } from '../log/logger.js';
 import type { Store } from '../store/index.js';
+import type { StoragePolicy } from '../storage/index.js';
 import type { MqttAccess } from './mqtt-access.js';
 
 export interface BrokerOptions {
@@ -18,6 +19,8 @@ export interface BrokerOptions {
    * benchmark's bare comparisons), aedes' in-memory persistence.
    */
   store?: Store;
+  /** The gateway's storage policy, shared by every writer of the store (absent: the persistence makes its own). */
+  storage?: StoragePolicy;
   /** gatewayd's version, published in $SYS/broker/version. */
   version?: string;
   /** Topics of other parts published with the broker's own under $SYS/broker/ (bridges). */

@@ -22,21 +22,26 @@ export interface TappedPublish {
   qos: 0 | 1 | 2;
   retain: boolean;
   properties?: DataPlaneProperties;
+  /** The publish (aedes' brokerCounter) of a QoS 1/2 message: copies carrying it hold its publisher's acknowledgement. */
+  publishId?: number;
 }
 
 export interface DataPlane {
-  /** QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker. */
-  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean; properties?: DataPlaneProperties }): Promise<void>;
+  /**
+   * QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker.
+   * `durable`: resolves only once every copy the publish made is safe (durable, or taken by its
+   * recipient), for a message the daemon acknowledges to someone else (a bridge's upstream).
+   */
+  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean; properties?: DataPlaneProperties; durable?: boolean }): Promise<void>;
   /** Every publish matching `filter` (from clients or the data plane), with its MQTT 5 properties; returns the unsubscribe function. */
   subscribe(filter: string, handler: (topic: string, payload: Buffer, properties?: DataPlaneProperties) => void): () => void;
   /**
-   * Like subscribe, for a consumer that stores each message before its publisher may be told it
-   * arrived (bridges' store-and-forward queues): the handler gets the QoS and retain flag and
-   * calls `done` once the message is safe. aedes finishes a publish when every matching handler
-   * called back, and only then releases a QoS 1 publisher's PUBACK (held until the publish is
-   * durable, persistence/durable-acks.ts) or writes a QoS 2 PUBREC. Handlers should call back at
-   * once for QoS 0 and batch their writes: a publish waiting here holds one of aedes' delivery
-   * slots (its `concurrency`).
+   * Like subscribe, for a consumer that keeps each message before its publisher may be told it
+   * arrived (bridges' store-and-forward queues): the handler gets the QoS, the retain flag and the
+   * publish's id, stages its copy with that id as the storage policy's tag and calls `done` at
+   * once. A QoS 1/2 publisher's PUBACK/PUBREC waits until every copy carrying the id is safe
+   * (persistence/durable-acks.ts), so a publish never waits here: it would hold one of aedes'
+   * delivery slots (its `concurrency`).
    */
   tap(filter: string, handler: (message: TappedPublish, done: () => void) => void): () => void;
 }
@@ -58,7 +63,15 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
           ...(opts.properties ? { properties: opts.properties } : {}),
         } as unknown as Parameters<Aedes['publish']>[0];
         // Delivery goes through each subscriber's deliverQoS → authorizeForward.
-        aedes.publish(packet, (err?: Error | null) => (err ? reject(err) : resolve()));
+        const before = (aedes as unknown as { counter: number }).counter;
+        aedes.publish(packet, (err?: Error | null) => {
+          if (err) return reject(err);
+          if (!opts.durable || publishId === undefined || !ctx.persistence) return resolve();
+          ctx.persistence.whenSettled(publishId).then(resolve, reject);
+        });
+        // aedes numbers the publish (brokerCounter) synchronously; its copies carry that number.
+        const after = (aedes as unknown as { counter: number }).counter;
+        const publishId = after !== before ? after : undefined;
       }),
     subscribe: (filter, handler) =>
       listen(ctx, filter, (packet, cb) => {
@@ -69,6 +82,7 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
       const unlisten = listen(ctx, filter, (packet, cb) => {
         const message: TappedPublish = { topic: packet.topic, payload: payloadOf(packet), qos: packet.qos, retain: packet.retain };
         if (packet.properties) message.properties = packet.properties;
+        if (packet.qos > 0 && packet.brokerCounter !== undefined) message.publishId = packet.brokerCounter;
         handler(message, cb);
       });
       // The durable-ack gate holds a matching publisher's PUBACK until the tap called back.
@@ -85,6 +99,7 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
 }
 
 interface EmittedPacket {
+  brokerCounter?: number;
   topic: string;
   payload: Buffer | string;
   qos: 0 | 1 | 2;

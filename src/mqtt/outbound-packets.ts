@@ -13,6 +13,7 @@ import type { Writable } from 'node:stream';
 import type { GatewayClient } from './client-state.js';
 import type { OutboundPacket } from './packet-types.js';
 import { completeConnack } from './session-present.js';
+import { HeldAcks } from './persistence/held-acks.js';
 
 interface MqttPacketModule {
   writeToStream(packet: OutboundPacket, stream: object, opts?: object): boolean;
@@ -21,6 +22,17 @@ interface MqttPacketModule {
 
 let installed: boolean | undefined;
 let mqttPacket: MqttPacketModule | undefined;
+/**
+ * Acknowledgements held until what they acknowledge is safe (persistence/durable-acks.ts). One per
+ * process, like the wrapper that consults it: mqtt-packet's writeToStream is process-wide.
+ */
+let held: HeldAcks | undefined;
+
+/** The held acknowledgements of every connection (installs the wrapper if needed). */
+export function heldAcks(): HeldAcks {
+  if (!installOutboundPackets() || !held) throw new Error('mqtt-packet has an unexpected shape');
+  return held;
+}
 
 function load(): MqttPacketModule {
   const fromHere = createRequire(import.meta.url);
@@ -34,7 +46,10 @@ export function installOutboundPackets(): boolean {
   const original = module.writeToStream;
   if (typeof original !== 'function' || typeof module.generate !== 'function') return (installed = false);
   mqttPacket = module;
+  const acks = (held = new HeldAcks((packet, stream, opts) => void module.writeToStream(packet as OutboundPacket, stream, opts)));
   module.writeToStream = function writeToStream(packet: OutboundPacket, stream: object, opts?: object): boolean {
+    // Kept and written later (through this wrapper again) when it must wait: as if it had been sent.
+    if (acks.hold(packet, stream, opts)) return true;
     const st = (stream as { client?: GatewayClient }).client?.gatewayd;
     if (st !== undefined) {
       if (packet.cmd === 'connack') completeConnack(packet as Parameters<typeof completeConnack>[0], st);

@@ -1,11 +1,10 @@
 // The broker's stored state for its operators (src/mqtt/broker-admin.ts): persistent sessions and
-// retained messages read from the persistence's LMDB databases a range at a time (read-only
-// handles, at most SCAN_BUDGET entries a request: never a whole table), deleted through the
-// persistence. Pages read committed state: a change of the last milliseconds may not show yet,
-// so the deletions answer once they are on disk.
-import type { Database, Key } from 'lmdb';
+// retained messages read from the persistence's tables a range at a time (at most SCAN_BUDGET
+// entries a request: never a whole table), what the storage policy has staged included, so a
+// page shows a retained message at once, not when it reaches the disk; deleted through the
+// persistence, answering once the deletion is on disk.
 import type { BrokerContext } from './broker-context.js';
-import { DATABASES, type SessionInfo } from './persistence/index.js';
+import type { SessionInfo } from './persistence/index.js';
 import { retainedKey, retainedPrefixRange } from './persistence/keys.js';
 import { literalPrefix, topicMatches } from './persistence/topic-filter.js';
 
@@ -69,19 +68,12 @@ export interface StoredState {
 
 /** `isLive`: whether a client id is connected now (from the live clients' index). */
 export function createStoredState(ctx: BrokerContext, isLive: (clientId: string) => boolean): StoredState {
-  let dbs: { sessions: Database<{ clientId: string }, Key>; retained: Database<{ topic: string; qos?: number; payload?: unknown }, Key> } | undefined;
-
-  /** Read-only handles of the persistence's databases, (re)opened on first use after a store (re)open. */
+  /** The persistence's tables (the storage policy keeps them current across a restore). */
   function databases() {
     const store = ctx.options.store;
     if (!ctx.persistence || !store || !store.isOpen()) return undefined;
-    dbs ??= {
-      sessions: store.openDatabase(DATABASES.sessions, { keyEncoding: 'ordered-binary' }),
-      retained: store.openDatabase(DATABASES.retained, { keyEncoding: 'binary' }),
-    };
-    return dbs;
+    return ctx.persistence.storedTables();
   }
-  ctx.options.store?.onReopen(() => (dbs = undefined));
 
   function storedSession(clientId: string, info: SessionInfo): StoredSession {
     return {
@@ -108,7 +100,7 @@ export function createStoredState(ctx: BrokerContext, isLive: (clientId: string)
       let last: string | undefined;
       let scanned = 0;
       const start = q.after !== undefined && q.after >= prefix ? q.after : prefix;
-      for (const { key, value } of db.sessions.getRange({ start, limit: SCAN_BUDGET })) {
+      for (const { key, value } of db.sessions.range({ start, limit: SCAN_BUDGET })) {
         scanned++;
         if (q.after !== undefined && key === q.after) continue;
         // Keys are the client ids (long ones cut and hashed, keeping their start): past the prefix, past the end.
@@ -130,7 +122,7 @@ export function createStoredState(ctx: BrokerContext, isLive: (clientId: string)
       const persistence = ctx.persistence;
       if (!persistence?.deleteSession(clientId)) return 'missing';
       ctx.log.audit('mqtt session deleted', { clientId });
-      await persistence.whenDurable();
+      await persistence.flush();
       return 'deleted';
     },
 
@@ -143,11 +135,11 @@ export function createStoredState(ctx: BrokerContext, isLive: (clientId: string)
       const items: RetainedMessage[] = [];
       let last: string | undefined;
       let scanned = 0;
-      for (const { value } of db.retained.getRange({ start, ...(range.end ? { end: range.end } : {}), limit: SCAN_BUDGET })) {
+      for (const { value } of db.retained.range({ start, ...(range.end ? { end: range.end } : {}), limit: SCAN_BUDGET })) {
         scanned++;
         last = value.topic;
         if (!topicMatches(q.filter, value.topic)) continue;
-        items.push({ topic: value.topic, qos: value.qos ?? 0, ...preview(value.payload) });
+        items.push({ topic: value.topic, qos: typeof value.qos === 'number' ? value.qos : 0, ...preview(value.payload) });
         if (items.length === q.limit) break;
       }
       return (items.length === q.limit || scanned === SCAN_BUDGET) && last !== undefined ? { items, next: last } : { items };
@@ -156,11 +148,12 @@ export function createStoredState(ctx: BrokerContext, isLive: (clientId: string)
     async deleteRetained(topic) {
       const db = databases();
       const persistence = ctx.persistence;
-      if (!db || !persistence || db.retained.get(retainedKey(topic)) === undefined) return false;
+      const key = retainedKey(topic);
+      if (!db || !persistence || db.retained.get(key.toString(), key) === undefined) return false;
       // An empty retained payload removes it, as a client's empty retained publish would (nothing is sent).
       await persistence.storeRetained({ topic, payload: Buffer.alloc(0) });
       ctx.log.audit('mqtt retained message cleared', { topic });
-      await persistence.whenDurable();
+      await persistence.flush();
       return true;
     },
   };

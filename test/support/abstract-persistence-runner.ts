@@ -57,13 +57,13 @@ function readingFromDisk(persistence: LmdbPersistence): LmdbPersistence {
         return (...args: unknown[]) =>
           Readable.from(
             (async function* () {
-              await target.whenDurable();
+              await target.flush();
               yield* method.apply(target, args) as Readable;
             })(),
           );
       }
       return async (...args: unknown[]) => {
-        await target.whenDurable();
+        await target.flush();
         return method.apply(target, args);
       };
     },

@@ -1,73 +1,76 @@
-// aedes 2 answers a QoS 1 PUBLISH with PUBACK *before* it stores the retained message and the
-// offline copies (lib/handlers/publish.js: write PUBACK, then broker.publish), and a QoS 2 one
-// with PUBREC once they are stored but not yet on disk. A publisher that got its acknowledgement
-// has handed the message over (MQTT 4.3.2/4.3.3), so a crash must not lose it.
+// A QoS 1/2 publisher's acknowledgement (PUBACK, PUBREC) means its message is safe (MQTT 4.3.2/
+// 4.3.3: it was handed over): every copy that must survive is either durable or already taken by
+// the recipient that needed it (a persistent subscriber's PUBACK, a bridge upstream's PUBACK).
+// aedes 2 writes a QoS 1 PUBACK *before* it publishes (lib/handlers/publish.js) and a QoS 2
+// PUBREC once the copies are staged; neither waits for them to be safe.
 //
-// This holds the acknowledgement back without changing aedes: the publisher's socket is corked
-// (for QoS 1 before aedes writes the PUBACK, for QoS 2 when the publish is done, before the
-// PUBREC), and uncorked once the writes of that publish are flushed. A publish that writes
-// nothing (not retained, no persistent session queues a copy: `writesFor`, decided when it is
-// authorized) is not held and costs no more than aedes alone; QoS 0 passes straight through.
-// Deliveries to that client wait the same few milliseconds; the publish path itself never waits,
-// so message order and aedes' duplicate check by broker counter are untouched.
+// This holds the acknowledgement back without changing aedes: when a publish is authorized and
+// will make copies (`writesFor`), its acknowledgement is expected (held-acks.ts keeps it when aedes
+// writes it); the publish's copies carry its brokerCounter (the storage policy's tag), and once
+// they are settled (`whenSettled`) the acknowledgement leaves, in order with the client's others.
+// A publish that makes no copy is not held and costs no more than aedes alone; QoS 0 passes
+// straight through. The publish path itself never waits.
 import type { Aedes, Client } from 'aedes';
+import { heldAcks, installOutboundPackets } from '../outbound-packets.js';
 
-/** What the gate needs from the persistence (LmdbPersistence has all three). */
+/** What the gate needs: whether a publish makes copies that must be safe, and when they are. */
 export interface DurabilityBarrier {
-  /** The number of writes issued so far. */
-  writeMark(): number;
-  /** Resolves once every write issued after `mark` is on disk (at once when there was none). */
-  whenDurable(mark: number): Promise<void>;
   /** Whether publishing this message writes to the store (absent: assume it may). */
   writesFor?(packet: { topic: string; qos: number; retain?: boolean }): boolean;
+  /** Resolves once every copy the publish `publishId` (aedes' brokerCounter) made is durable or taken. */
+  whenSettled(publishId: number): Promise<void>;
 }
 
-interface Corkable {
-  cork?(): void;
-  uncork?(): void;
+interface PublishingBroker {
+  counter: number;
+  publish(packet: object, client: Client | null, done?: (err?: Error | null) => void): void;
 }
 
 /**
  * Installs the gate on an aedes instance (after its creation, before clients connect). Wraps
- * aedes.authorizePublish and aedes.published, so it composes with the hooks given as options.
+ * aedes.authorizePublish and aedes.publish, so it composes with the hooks given as options.
  */
 export function acknowledgeWhenDurable(aedes: Aedes, barrier: DurabilityBarrier): void {
-  /** Publishes of clients that passed authorization and will write: the write mark at that moment. */
-  const marks = new WeakMap<object, number>();
+  if (!installOutboundPackets()) throw new Error('mqtt-packet has an unexpected shape: acknowledgements cannot be held');
+  const acks = heldAcks();
+  /** Publishes of clients that passed authorization and make copies: their expected acknowledgement. */
+  const expected = new WeakMap<object, ReturnType<typeof acks.expect>>();
   const authorize = aedes.authorizePublish;
-  const published = aedes.published;
+  const broker = aedes as unknown as PublishingBroker;
+  const publish = broker.publish;
   const writes = barrier.writesFor?.bind(barrier) ?? (() => true);
 
   aedes.authorizePublish = function (client, packet, callback) {
     if (packet.qos === 0 || !client) return authorize.call(this, client, packet, callback);
     authorize.call(this, client, packet, (error) => {
-      if (!error && writes(packet)) {
-        marks.set(packet, barrier.writeMark());
-        // aedes writes the PUBACK right after this callback: it must already be held.
-        if (packet.qos === 1) cork(client);
-      }
+      // Before the callback: aedes writes a QoS 1 PUBACK right after it.
+      if (!error && writes(packet)) expected.set(packet, acks.expect(client.conn, packet.messageId, packet.qos as 1 | 2));
       callback(error);
     });
   };
 
-  aedes.published = function (packet, client, callback) {
-    const mark = client && packet.qos > 0 ? marks.get(packet) : undefined;
-    if (mark !== undefined) {
-      marks.delete(packet);
-      // QoS 2: aedes writes the PUBREC after this hook (a retransmitted QoS 2 PUBLISH is not
-      // published again and gets its PUBREC at once: it was stored the first time).
-      if (packet.qos === 2) cork(client!);
-      const release = () => uncork(client!);
-      barrier.whenDurable(mark).then(release, release);
-    }
-    published.call(this, packet, client, callback);
+  broker.publish = function (this: PublishingBroker, packet, client, done) {
+    const entry = client ? expected.get(packet) : undefined;
+    if (!entry || !client) return publish.call(this, packet, client, done);
+    expected.delete(packet);
+    entry.published = true;
+    const before = this.counter;
+    let publishId: number | undefined;
+    let returned = false;
+    let completed = false;
+    const release = () => {
+      if (publishId === undefined) return acks.release(client.conn, entry);
+      const free = () => acks.release(client.conn, entry);
+      barrier.whenSettled(publishId).then(free, free);
+    };
+    publish.call(this, packet, client, (err) => {
+      completed = true;
+      if (returned) release();
+      done?.(err);
+    });
+    // aedes numbers the publish (its brokerCounter) synchronously, before anything is staged.
+    if (this.counter !== before) publishId = this.counter;
+    returned = true;
+    if (completed) release();
   };
-}
-
-function cork(client: Client): void {
-  (client.conn as Corkable).cork?.();
-}
-
-function uncork(client: Client): void {
-  (client.conn as Corkable).uncork?.();
 }

@@ -2,12 +2,13 @@
 // clients, offline queues, in-flight QoS 1/2 packets, wills) in named databases of the gateway's
 // LMDB environment, so it survives restarts and crashes and travels with backups.
 //
-// Every method answers as soon as its writes are issued: reads see them at once (write-behind.ts)
-// and LMDB commits them in the next batch. Durability is a separate barrier (`whenDurable`):
+// Every method answers as soon as its writes are staged: reads see them at once, and the storage
+// policy (src/storage) decides when they reach the disk — a copy for a connected client only if
+// the client has not acknowledged it within the hold, a copy for a client away in the next group
+// commit, bookkeeping in the background. Durability is a separate barrier (`whenSettled`):
 // acknowledgements wait for it (durable-acks.ts), the publish path never does. See
-// "Broker state on disk" in docs/mqtt-broker.md for why.
+// docs/mqtt-broker.md "Broker state on disk" for why.
 import { Readable } from 'node:stream';
-import type { Database, Key } from 'lmdb';
 import type { GatewayConfig } from '../../config/config-schema.js';
 import type { Logger } from '../../log/index.js';
 import { prefixRange, type Store } from '../../store/index.js';
@@ -15,7 +16,7 @@ import { aedesPacket, type StoredPacket } from './aedes-modules.js';
 import { OutgoingQueues, keyId } from './outgoing-queues.js';
 import { RetainedMessages, type RetainedPacket, type RetainedRefusal } from './retained-messages.js';
 import { SessionIndex, clientKey, type Session, type SessionClient, type SessionRecord, type StoredSubscription, type SubscriptionInput } from './sessions.js';
-import { WriteBehind, WriteLog } from './write-behind.js';
+import { createStoragePolicy, STORAGE_DEFAULTS, type StagedTable, type StoragePolicy, type WriteHow } from '../../storage/index.js';
 
 const NOTHING: readonly StoredPacket[] = [];
 
@@ -32,6 +33,8 @@ export interface LmdbPersistenceLimits {
 
 export interface LmdbPersistenceDeps {
   store: Store;
+  /** The gateway's storage policy (one for every writer of the store); without it, one of its own with the defaults. */
+  policy?: StoragePolicy;
   limits: LmdbPersistenceLimits;
   log?: Logger;
   /** Period of the sweep of expired sessions (default 60 s). */
@@ -102,8 +105,8 @@ interface LoadedState {
   retained: RetainedMessages;
   sessions: SessionIndex;
   queues: OutgoingQueues;
-  incoming: WriteBehind<StoredPacket>;
-  wills: WriteBehind<WillPacket>;
+  incoming: StagedTable<StoredPacket>;
+  wills: StagedTable<WillPacket>;
   /** session key → brokerId of its will (streamWill filters on it without reading the wills). */
   willBrokers: Map<string, string>;
   queuedTotal: number;
@@ -124,36 +127,37 @@ export class LmdbPersistence {
   #state: LoadedState;
   #destroyed = false;
   #sweeper: NodeJS.Timeout | undefined;
-  readonly #writes: WriteLog;
+  readonly #policy: StoragePolicy;
+  readonly #outgoing: StagedTable<StoredPacket>;
   readonly #now: () => number;
   readonly #counters = { queueDrops: 0, retainedRefused: 0, sessionsExpired: 0 };
   readonly #warned = new Map<string, number>();
   readonly #onClient = (client: SessionClient) => this.#state.sessions.connected(client);
-  readonly #onClientDisconnect = (client: SessionClient) => this.#state.sessions.disconnected(client);
+  readonly #onClientDisconnect = (client: SessionClient) => {
+    const session = this.#state.sessions.get(client.id);
+    this.#state.sessions.disconnected(client);
+    // Its copies held for an acknowledgement that will not come now: written in the next commit.
+    if (session) this.#outgoing.promote(session.key);
+  };
 
   constructor(private readonly deps: LmdbPersistenceDeps) {
     this.#now = deps.now ?? Date.now;
-    this.#writes = new WriteLog(deps.store, (error) => {
-      // The store's write health (507s, /health/ready, the broker's refusals) learns of it, and
-      // lmdb-js's commitError promise is handled there instead of ending the process.
-      deps.store.noteWriteFailure(error);
-      this.#warn('write', 'mqtt broker state: a write to the store failed', { error });
-    });
+    this.#policy = deps.policy ?? createStoragePolicy({ store: deps.store, timings: STORAGE_DEFAULTS, log: deps.log, now: this.#now });
+    this.#outgoing = this.#policy.table<StoredPacket>(DATABASES.outgoing, { keyEncoding: 'ordered-binary' });
     this.#state = this.#load();
   }
 
   /** Reads the indexes from the store: sessions, subscriptions, queue counts, retained sizes, will owners. */
   #load(): LoadedState {
-    const { store, limits } = this.deps;
-    const table = <V>(name: string, keyEncoding: 'ordered-binary' | 'binary' = 'ordered-binary') =>
-      new WriteBehind<V>(store.openDatabase<V, Key>(name, { keyEncoding }) as Database<V, Key>, this.#writes);
+    const { limits } = this.deps;
+    const table = <V>(name: string, keyEncoding: 'ordered-binary' | 'binary' = 'ordered-binary') => this.#policy.table<V>(name, { keyEncoding });
     const sessions = new SessionIndex({
       sessions: table<SessionRecord>(DATABASES.sessions),
       subscriptions: table<StoredSubscription>(DATABASES.subscriptions),
       sessionExpirySeconds: limits.sessionExpirySeconds,
       now: this.#now,
     });
-    const queues = new OutgoingQueues(table<StoredPacket>(DATABASES.outgoing), limits.maxQueuedMessages);
+    const queues = new OutgoingQueues(this.#outgoing, limits.maxQueuedMessages);
     let queuedTotal = 0;
     for (const session of sessions.sessions()) {
       queues.load(session);
@@ -209,7 +213,11 @@ export class LmdbPersistence {
   // ------------------------------------------------------------------ retained
 
   async storeRetained(packet: RetainedPacket): Promise<void> {
-    const refusal = this.#state.retained.store(packet);
+    // Coalesced per topic until written: a QoS 0 update in the background (a power cut costs at
+    // most the background interval), a QoS 1/2 one promptly, and its publisher's acknowledgement waits for it.
+    const qos = packet.qos as number | undefined;
+    const how: WriteHow = qos !== undefined && qos > 0 ? { class: 'prompt', tag: publishIdOf(packet) } : { class: 'background' };
+    const refusal = this.#state.retained.store(packet, how);
     if (refusal) this.#retainedRefused(packet.topic, refusal);
   }
 
@@ -223,12 +231,18 @@ export class LmdbPersistence {
 
   // ------------------------------------------------------------------ subscriptions
 
+  /** aedes writes the SUBACK once this resolves: once the new subscriptions are durable. */
   async addSubscriptions(client: SessionClient, subs: SubscriptionInput[]): Promise<void> {
-    this.#state.sessions.addSubscriptions(client, subs);
+    const ticket = this.#policy.ticket();
+    this.#state.sessions.addSubscriptions(client, subs, ticket);
+    await this.#policy.whenSettled(ticket);
   }
 
+  /** aedes writes the UNSUBACK once this resolves. */
   async removeSubscriptions(client: ClientRef, topics: string[]): Promise<void> {
-    this.#state.sessions.removeSubscriptions(client.id, topics);
+    const ticket = this.#policy.ticket();
+    this.#state.sessions.removeSubscriptions(client.id, topics, { class: 'prompt', tag: ticket });
+    await this.#policy.whenSettled(ticket);
   }
 
   async subscriptionsByClient(client: ClientRef): Promise<SubscriptionInput[]> {
@@ -277,7 +291,7 @@ export class LmdbPersistence {
 
   #dropIncoming(session: Session): void {
     const { start, end } = prefixRange(session.key);
-    this.#state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]));
+    this.#state.incoming.removeOwnedBy(session.key, start, end, (key) => keyId(key as (string | number)[]), { class: 'background', delivered: true });
     session.incoming = 0;
   }
 
@@ -307,7 +321,7 @@ export class LmdbPersistence {
     const state = this.#state;
     const session = state.sessions.ensure({ id: clientId });
     // One copy per session: aedes may change a queued packet it streams to one client.
-    if (state.queues.enqueue(session, aedesPacket(packet))) {
+    if (state.queues.enqueue(session, aedesPacket(packet), this.#copyHow(session, packet))) {
       state.queuedTotal++;
       return;
     }
@@ -321,7 +335,15 @@ export class LmdbPersistence {
   async outgoingUpdate(client: ClientRef, packet: StoredPacket): Promise<void> {
     const session = this.#state.sessions.get(client.id);
     if (!session) throw new Error('no such packet');
-    this.#state.queues.update(session, packet);
+    this.#state.queues.update(session, packet, this.#copyHow(session, packet));
+  }
+
+  /**
+   * A copy for a client that is connected is held (its PUBACK within the hold cancels it); for a
+   * client away it is written in the next group commit. Its publisher's acknowledgement waits for it.
+   */
+  #copyHow(session: Session, packet: object): WriteHow {
+    return { class: session.expiresAt === null ? 'held' : 'prompt', tag: publishIdOf(packet) };
   }
 
   async outgoingClearMessageId(client: ClientRef, packet: Partial<StoredPacket> | undefined): Promise<StoredPacket | undefined> {
@@ -349,7 +371,10 @@ export class LmdbPersistence {
     const key = [session.key, packet.messageId ?? 0];
     const id = keyId(key);
     if (!this.#state.incoming.get(id, key)) session.incoming++;
-    this.#state.incoming.put(id, key, stored);
+    // Held: the client's PUBREL normally cancels it within the hold. Nobody waits for it: it only
+    // recognises a retransmitted PUBLISH, which a power cut before the PUBREC makes a duplicate at
+    // worst (docs/mqtt-broker.md "What an acknowledgement means").
+    this.#state.incoming.put(id, key, stored, { class: 'held' });
   }
 
   async incomingGetPacket(client: ClientRef, packet: { messageId?: number }): Promise<StoredPacket> {
@@ -363,7 +388,7 @@ export class LmdbPersistence {
     const key = [clientKey(client.id), packet.messageId ?? 0];
     const id = keyId(key);
     if (!this.#state.incoming.get(id, key)) throw new Error('no such packet');
-    this.#state.incoming.remove(id, key);
+    this.#state.incoming.remove(id, key, { class: 'prompt', delivered: true });
     const session = this.#state.sessions.get(client.id);
     if (session && session.incoming > 0) session.incoming--;
   }
@@ -375,7 +400,8 @@ export class LmdbPersistence {
     packet.brokerId = this.#broker?.id;
     packet.clientId = client.id;
     const session = this.#state.sessions.ensure(client);
-    this.#state.wills.put(session.key, session.key, { ...packet });
+    // Promptly: after a power cut the will of a client that was connected is still published.
+    this.#state.wills.put(session.key, session.key, { ...packet }, { class: 'prompt' });
     this.#state.willBrokers.set(session.key, packet.brokerId ?? '');
   }
 
@@ -394,7 +420,7 @@ export class LmdbPersistence {
   }
 
   #removeWill(key: string): void {
-    this.#state.wills.remove(key, key);
+    this.#state.wills.remove(key, key, { class: 'background' });
     this.#state.willBrokers.delete(key);
   }
 
@@ -516,18 +542,26 @@ export class LmdbPersistence {
       retainedMessages: s.retained.count,
       retainedBytes: s.retained.bytes,
       ...this.#counters,
-      writeErrors: this.#writes.failures,
+      writeErrors: this.#policy.stats().failedWrites,
     };
   }
 
-  /** A mark for whenDurable: the number of writes issued so far. */
-  writeMark(): number {
-    return this.#writes.issued;
+  /** The session and retained tables as they will be on disk (staged writes included), for the broker admin API to page. */
+  storedTables(): { sessions: StagedTable<SessionRecord>; retained: StagedTable<RetainedPacket> } {
+    return {
+      sessions: this.#policy.table<SessionRecord>(DATABASES.sessions, { keyEncoding: 'ordered-binary' }),
+      retained: this.#policy.table<RetainedPacket>(DATABASES.retained, { keyEncoding: 'binary' }),
+    };
   }
 
-  /** Resolves once every write issued after `mark` (all of them without one) is flushed to disk. */
-  whenDurable(mark?: number): Promise<void> {
-    return this.#writes.whenDurable(mark);
+  /** Resolves once every copy the publish `publishId` (aedes' brokerCounter) made is durable or taken by its recipient. */
+  whenSettled(publishId: number): Promise<void> {
+    return this.#policy.whenSettled(publishId);
+  }
+
+  /** Commits everything staged (held copies too) and resolves once it is on disk. */
+  flush(): Promise<void> {
+    return this.#policy.flush();
   }
 
   /** Stops the sweep and waits until every write is on disk. The store stays open (it is the gateway's). */
@@ -536,7 +570,7 @@ export class LmdbPersistence {
     this.#destroyed = true;
     clearInterval(this.#sweeper);
     if (this.#broker) this.#unfollow(this.#broker);
-    await this.#writes.whenDurable();
+    await this.#policy.flush();
   }
 
   #unfollow(broker: PersistenceBroker): void {
@@ -557,4 +591,10 @@ export class LmdbPersistence {
     this.#warned.set(kind, now);
     this.deps.log?.warn(message, fields);
   }
+}
+
+/** The publish a packet is a copy of (aedes' brokerCounter), for QoS 1/2: its publisher's acknowledgement waits for the copy. */
+function publishIdOf(packet: object): number | undefined {
+  const p = packet as { qos?: number; brokerCounter?: number };
+  return p.qos !== undefined && p.qos > 0 && typeof p.brokerCounter === 'number' && p.brokerCounter > 0 ? p.brokerCounter : undefined;
 }

@@ -7,11 +7,12 @@
 // reads none of their messages. aedes finds a queued packet by brokerId + brokerCounter (to give
 // it a messageId) and by messageId (PUBACK, PUBREC, PUBCOMP); the lookup table for that is built
 // in memory when a session is first asked (one scan of its queue, at most maxQueuedMessages) and
-// dropped when its client disconnects. No index on disk: one write per step of a delivery, and
-// half the B-tree pages touched per commit, matters on flash.
+// dropped when its client disconnects. No index on disk: half the B-tree pages touched per commit
+// matters on flash. Writes go through the storage policy: a copy for a connected client is held
+// and cancelled when the client acknowledges it within the hold (nothing written at all).
 import { prefixRange } from '../../store/index.js';
 import type { StoredPacket } from './aedes-modules.js';
-import { REMOVED, type WriteBehind } from './write-behind.js';
+import { REMOVED, type StagedTable, type WriteHow } from '../../storage/index.js';
 
 /** What the queues read and keep on a session (sessions.ts's Session is one). */
 export interface QueuedSession {
@@ -53,7 +54,7 @@ function counterKey(packet: Partial<StoredPacket>): string | undefined {
 
 export class OutgoingQueues {
   constructor(
-    private readonly records: WriteBehind<StoredPacket>,
+    private readonly records: StagedTable<StoredPacket>,
     private readonly maxQueued: number,
   ) {}
 
@@ -67,11 +68,11 @@ export class OutgoingQueues {
   }
 
   /** Appends a packet; false (dropped) when the session holds maxQueued already (tail drop, as mosquitto). */
-  enqueue(session: QueuedSession, packet: StoredPacket): boolean {
+  enqueue(session: QueuedSession, packet: StoredPacket, how: WriteHow): boolean {
     if (session.queued >= this.maxQueued) return false;
     const seq = session.nextSeq++;
     session.queued++;
-    this.put(session.key, seq, packet);
+    this.put(session.key, seq, packet, how);
     session.queueIndex?.add(seq, packet);
     return true;
   }
@@ -80,7 +81,7 @@ export class OutgoingQueues {
    * Records the messageId aedes assigned to a queued publish (found by brokerId + brokerCounter),
    * or replaces the entry of that messageId by a PUBREL. Throws 'no such packet' like aedes-persistence.
    */
-  update(session: QueuedSession, packet: StoredPacket): void {
+  update(session: QueuedSession, packet: StoredPacket, how: WriteHow): void {
     const index = this.index(session);
     const counter = counterKey(packet);
     const bySeq = counter === undefined ? undefined : index.byCounter.get(counter);
@@ -89,7 +90,7 @@ export class OutgoingQueues {
       const updated = { ...stored, messageId: packet.messageId };
       index.delete(bySeq, stored);
       index.add(bySeq, updated);
-      this.put(session.key, bySeq, updated);
+      this.put(session.key, bySeq, updated, how);
       return;
     }
     const byId = packet.messageId === undefined ? undefined : index.byMessageId.get(packet.messageId);
@@ -99,7 +100,7 @@ export class OutgoingQueues {
       const next = { ...packet };
       index.delete(byId, replaced);
       index.add(byId, next);
-      this.put(session.key, byId, next);
+      this.put(session.key, byId, next, how);
       return;
     }
     throw new Error('no such packet');
@@ -114,7 +115,8 @@ export class OutgoingQueues {
     const stored = this.get(session.key, seq);
     if (!stored) return undefined;
     index.delete(seq, stored);
-    this.records.remove(recordId(session.key, seq), [session.key, seq]);
+    // Its recipient has it: a copy that never reached the disk is cancelled, nothing is written.
+    this.records.remove(recordId(session.key, seq), [session.key, seq], { class: 'prompt', owner: session.key, delivered: true });
     session.queued--;
     if (session.queued < this.maxQueued) session.dropping = false;
     return stored;
@@ -128,7 +130,7 @@ export class OutgoingQueues {
   /** Removes every entry of a session. */
   wipe(session: QueuedSession): void {
     const { start, end } = prefixRange(session.key);
-    this.records.removeOwnedBy(session.key, start, end, (key) => recordId(...(key as [string, number])));
+    this.records.removeOwnedBy(session.key, start, end, (key) => recordId(...(key as [string, number])), { class: 'background', delivered: true });
     session.queued = 0;
     session.dropping = false;
     session.queueIndex = undefined;
@@ -155,9 +157,9 @@ export class OutgoingQueues {
         batch.set(last, value);
       }
       const upper = batch.size === BATCH ? last : Infinity;
-      for (const write of this.records.pendingWrites()) {
-        const [owner, seq] = write.key as [string, number];
-        if (owner === sessionKey && seq >= from && seq <= upper) batch.set(seq, write.value);
+      for (const write of this.records.stagedOf(sessionKey)) {
+        const seq = (write.key as [string, number])[1];
+        if (seq >= from && seq <= upper) batch.set(seq, write.value);
       }
       for (const seq of [...batch.keys()].sort((a, b) => a - b)) {
         const value = batch.get(seq)!;
@@ -172,8 +174,8 @@ export class OutgoingQueues {
     return this.records.get(recordId(sessionKey, seq), [sessionKey, seq]);
   }
 
-  private put(sessionKey: string, seq: number, packet: StoredPacket): void {
-    this.records.put(recordId(sessionKey, seq), [sessionKey, seq], packet);
+  private put(sessionKey: string, seq: number, packet: StoredPacket, how: WriteHow): void {
+    this.records.put(recordId(sessionKey, seq), [sessionKey, seq], packet, { ...how, owner: sessionKey });
   }
 }
 

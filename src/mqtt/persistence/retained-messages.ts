@@ -3,7 +3,7 @@
 // never reads the other topics. Memory holds only each topic's size, for the caps.
 import { RETAINED_KEY_BYTES, boundedKey, retainedPrefixRange } from './keys.js';
 import { hasWildcard, literalPrefix, topicMatches } from './topic-filter.js';
-import { REMOVED, type WriteBehind } from './write-behind.js';
+import { REMOVED, type StagedTable, type WriteHow } from '../../storage/index.js';
 
 /** A retained PUBLISH as aedes hands it over (all its own fields are kept). */
 export type RetainedPacket = Record<string, unknown> & { topic: string; payload?: Buffer | Uint8Array | string };
@@ -38,7 +38,7 @@ export class RetainedMessages {
   private expiryCursor: Iterator<[string, number]> | undefined;
 
   constructor(
-    private readonly table: WriteBehind<RetainedPacket>,
+    private readonly table: StagedTable<RetainedPacket>,
     private readonly limits: RetainedLimits,
   ) {
     for (const { value } of table.db.getRange()) {
@@ -60,7 +60,7 @@ export class RetainedMessages {
       const [topic, expiresAt] = next.value;
       if (expiresAt > now) continue;
       const size = this.sizes.get(topic);
-      if (size !== undefined) this.delete(topic, size);
+      if (size !== undefined) this.delete(topic, size, { class: 'background' });
       else this.expiries.delete(topic);
       removed++;
     }
@@ -86,8 +86,9 @@ export class RetainedMessages {
    * beyond maxRetainedMessages or maxRetainedBytes is refused; an existing topic is always
    * updated unless the update grows the total beyond maxRetainedBytes, in which case its old
    * message is removed too (a subscriber gets no value rather than one known to be outdated).
+   * `how`: the write's class (the storage policy) and who waits for it.
    */
-  store(packet: RetainedPacket): RetainedRefusal | undefined {
+  store(packet: RetainedPacket, how: WriteHow): RetainedRefusal | undefined {
     const record: RetainedPacket = { ...packet };
     const topic = record.topic;
     const empty = payloadBytes(record.payload) === 0;
@@ -98,7 +99,7 @@ export class RetainedMessages {
     }
     const old = this.sizes.get(topic);
     if (empty) {
-      if (old !== undefined) this.delete(topic, old);
+      if (old !== undefined) this.delete(topic, old, how);
       return undefined;
     }
     const size = retainedSize(record);
@@ -108,14 +109,14 @@ export class RetainedMessages {
       else if (this.totalBytes + size > this.limits.maxRetainedBytes) refusal = 'bytes';
     } else if (size > old && this.totalBytes - old + size > this.limits.maxRetainedBytes) {
       refusal = 'bytes';
-      this.delete(topic, old);
+      this.delete(topic, old, how);
     }
     if (refusal) return refusal;
     if (old !== undefined) this.account(topic, -old);
     this.account(topic, size);
     this.noteExpiry(record);
     const id = boundedKey(topic, RETAINED_KEY_BYTES);
-    this.table.put(id, Buffer.from(id), record);
+    this.table.put(id, Buffer.from(id), record, how);
     return undefined;
   }
 
@@ -148,13 +149,13 @@ export class RetainedMessages {
         read++;
         last = Buffer.from(key as Uint8Array); // lmdb-js may reuse the key buffer
         // A write not committed yet wins: it is yielded below from the pending writes.
-        if (this.table.pendingWrite(last.toString()) === undefined && topicMatches(pattern, value.topic)) batch.push(value);
+        if (this.table.staged(last.toString()) === undefined && topicMatches(pattern, value.topic)) batch.push(value);
       }
       yield* batch;
       if (read < BATCH || !last) break;
       start = Buffer.concat([last, Buffer.of(0)]); // the smallest key after `last`
     }
-    for (const write of this.table.pendingWrites()) {
+    for (const write of this.table.stagedWrites()) {
       if (write.value !== REMOVED && topicMatches(pattern, write.value.topic)) yield write.value;
     }
     for (const packet of this.volatile.values()) if (topicMatches(pattern, packet.topic)) yield packet;
@@ -166,11 +167,11 @@ export class RetainedMessages {
     return this.table.get(id, Buffer.from(id));
   }
 
-  private delete(topic: string, size: number): void {
+  private delete(topic: string, size: number, how: WriteHow): void {
     this.account(topic, -size);
     this.expiries.delete(topic);
     const id = boundedKey(topic, RETAINED_KEY_BYTES);
-    this.table.remove(id, Buffer.from(id));
+    this.table.remove(id, Buffer.from(id), how);
   }
 
   private account(topic: string, delta: number): void {

@@ -5,7 +5,7 @@
 import { createSubscriptionTrie, type SubscriptionTrie } from './aedes-modules.js';
 import { CLIENT_KEY_BYTES, FILTER_KEY_BYTES, boundedKey } from './keys.js';
 import type { QueueIndex, QueuedSession } from './outgoing-queues.js';
-import type { WriteBehind } from './write-behind.js';
+import type { RemoveHow, StagedTable, WriteHow, WriteTag } from '../../storage/index.js';
 
 /** What aedes passes as a subscription (SUBSCRIBE payload entry, MQTT 5 options included). */
 export interface SubscriptionInput {
@@ -70,8 +70,8 @@ export function clientKey(clientId: string): string {
 }
 
 export interface SessionIndexOptions {
-  sessions: WriteBehind<SessionRecord>;
-  subscriptions: WriteBehind<StoredSubscription>;
+  sessions: StagedTable<SessionRecord>;
+  subscriptions: StagedTable<StoredSubscription>;
   /** Lifetime of an abandoned MQTT 3.1/3.1.1 session; the bound of an MQTT 5 session expiry interval. */
   sessionExpirySeconds: number;
   now: () => number;
@@ -147,7 +147,7 @@ export class SessionIndex {
     const expirySeconds = client.clean === undefined ? this.o.sessionExpirySeconds : this.expirySeconds(client);
     const session = new Session(client.id, key, online ? null : this.o.now() + expirySeconds * 1000, expirySeconds);
     this.byKey.set(key, session);
-    this.save(session);
+    this.save(session, BOOKKEEPING);
     return session;
   }
 
@@ -163,7 +163,7 @@ export class SessionIndex {
     if (session.expiresAt === null && session.expirySeconds === expirySeconds) return;
     session.expiresAt = null;
     session.expirySeconds = expirySeconds;
-    this.save(session);
+    this.save(session, BOOKKEEPING);
   }
 
   /** The client went away: its session expires after its expiry interval. */
@@ -173,49 +173,58 @@ export class SessionIndex {
     session.queueIndex = undefined;
     session.expirySeconds = this.expirySeconds(client);
     session.expiresAt = this.o.now() + session.expirySeconds * 1000;
-    this.save(session);
+    this.save(session, BOOKKEEPING);
   }
 
-  /** Records who the session belongs to (undefined: nobody in particular); written only when it changes. */
+  /**
+   * Records who the session belongs to (undefined: nobody in particular); written only when it
+   * changes, promptly: after a restart the owner still keeps other users off the client id.
+   */
   setOwner(session: Session, owner: string | undefined): void {
     if (session.owner === owner) return;
     session.owner = owner;
-    this.save(session);
+    this.save(session, { class: 'prompt' });
   }
 
-  private save(session: Session): void {
+  private save(session: Session, how: WriteHow): void {
     const record: SessionRecord = { clientId: session.clientId, expiresAt: session.expiresAt, expirySeconds: session.expirySeconds };
     if (session.owner !== undefined) record.owner = session.owner;
-    this.o.sessions.put(session.key, session.key, record);
+    this.o.sessions.put(session.key, session.key, record, how);
   }
 
   // ------------------------------------------------------------------ subscriptions
 
-  addSubscriptions(client: SessionClient, subs: readonly SubscriptionInput[]): void {
+  /**
+   * Adds (or changes) subscriptions; a subscription that is stored as it is already (aedes
+   * restores a session's subscriptions at every reconnect) writes nothing. The writes are prompt
+   * and carry `tag`: the SUBACK waits for them.
+   */
+  addSubscriptions(client: SessionClient, subs: readonly SubscriptionInput[], tag?: WriteTag): void {
     const session = this.ensure(client);
     for (const sub of subs) {
       const options: SubscriptionOptions = { qos: sub.qos, rh: sub.rh, rap: sub.rap, nl: sub.nl };
       // MQTT 5 subscription identifier: stored only when present, so 3.1.1 records keep their shape.
       if (sub.subscriptionIdentifier !== undefined) options.subscriptionIdentifier = sub.subscriptionIdentifier;
+      if (sameOptions(session.subscriptions.get(sub.topic), options)) continue;
       this.index(session, sub.topic, options);
       const key = subscriptionKey(session.key, sub.topic);
-      this.o.subscriptions.put(key.join('\u0000'), key, { clientId: session.clientId, topic: sub.topic, ...options });
+      this.o.subscriptions.put(key.join('\u0000'), key, { clientId: session.clientId, topic: sub.topic, ...options }, { class: 'prompt', tag });
     }
   }
 
-  removeSubscriptions(clientId: string, topics: readonly string[]): void {
+  removeSubscriptions(clientId: string, topics: readonly string[], how: RemoveHow = { class: 'prompt' }): void {
     const session = this.get(clientId);
     if (!session) return;
     for (const topic of topics) {
       if (!this.unindex(session, topic)) continue;
       const key = subscriptionKey(session.key, topic);
-      this.o.subscriptions.remove(key.join('\u0000'), key);
+      this.o.subscriptions.remove(key.join('\u0000'), key, how);
     }
   }
 
-  cleanSubscriptions(clientId: string): void {
+  cleanSubscriptions(clientId: string, how?: RemoveHow): void {
     const session = this.get(clientId);
-    if (session) this.removeSubscriptions(clientId, [...session.subscriptions.keys()]);
+    if (session && session.subscriptions.size > 0) this.removeSubscriptions(clientId, [...session.subscriptions.keys()], how);
   }
 
   subscriptionsOf(clientId: string): SubscriptionInput[] {
@@ -307,15 +316,25 @@ export class SessionIndex {
   /** A connected client the broker did not announce (no events): it expires once it leaves. */
   private connectedWithoutEvent(session: Session): void {
     session.expiresAt = null;
-    this.save(session);
+    this.save(session, BOOKKEEPING);
   }
 
   /** Forgets the session and its subscriptions (the caller removes its other data). */
   remove(session: Session): void {
-    this.cleanSubscriptions(session.clientId);
+    this.cleanSubscriptions(session.clientId, BOOKKEEPING);
     this.byKey.delete(session.key);
-    this.o.sessions.remove(session.key, session.key);
+    this.o.sessions.remove(session.key, session.key, BOOKKEEPING);
   }
+}
+
+/**
+ * Session times and sessions ending: a power cut within the background interval costs at most a
+ * session whose expiry starts again at the restart, or one that comes back after it ended.
+ */
+const BOOKKEEPING: WriteHow = { class: 'background' };
+
+function sameOptions(a: SubscriptionOptions | undefined, b: SubscriptionOptions): boolean {
+  return a !== undefined && a.qos === b.qos && a.rh === b.rh && a.rap === b.rap && a.nl === b.nl && a.subscriptionIdentifier === b.subscriptionIdentifier;
 }
 
 export function subscriptionKey(sessionKey: string, topic: string): [string, string] {
