@@ -221,41 +221,25 @@ describe('EtherNet/IP driver against the test kit\'s CIP server', function () {
   });
 });
 
-const serviceYaml = (host: string, port: number, extra = '') => `resources:
+/** The cell's endpoints: name, operation, address (YAML flow), more properties. */
+const CELL_ENDPOINTS: Array<[string, 'read' | 'write', string, string?]> = [
+  ['speed', 'read', '{tag: Speed, type: DINT}', 'pollIntervalMs: 50'],
+  ['temp', 'read', '{tag: Program:Main.Temp, type: REAL}', 'pollIntervalMs: 50, transform: "$round($ * 10) / 10"'],
+  ['temps', 'read', '{tag: "Temps[2]", type: DINT, elements: 3}', 'pollIntervalMs: 50'],
+  ['ghost', 'read', '{tag: Ghost, type: DINT}', 'pollIntervalMs: 50'],
+  ['speedSet', 'write', '{tag: Speed, type: DINT}'],
+  ['modeSet', 'write', '{tag: Mode, type: SINT}'],
+  ['tempSet', 'write', '{tag: Program:Main.Temp, type: REAL}'],
+  ['wrongSet', 'write', '{tag: Speed, type: REAL}'],
+  ['recipeSet', 'write', '{tag: Recipe, type: DINT}'],
+  ['flagSet', 'write', '{tag: "Flags[5]", type: BOOL}'],
+];
+const serviceYaml = (host: string, port: number, extra = '') =>
+  `resources:
   plc:
     type: Connection
     properties: {protocol: EtherNetIp, configuration: {host: ${host}, port: ${port}, timeoutMs: 1000}}
-  speed:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {tag: Speed, type: DINT}, pollIntervalMs: 50}
-  temp:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {tag: Program:Main.Temp, type: REAL}, pollIntervalMs: 50, transform: "$round($ * 10) / 10"}
-  temps:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {tag: "Temps[2]", type: DINT, elements: 3}, pollIntervalMs: 50}
-  ghost:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: read, address: {tag: Ghost, type: DINT}, pollIntervalMs: 50}
-  speedSet:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {tag: Speed, type: DINT}}
-  modeSet:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {tag: Mode, type: SINT}}
-  tempSet:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {tag: Program:Main.Temp, type: REAL}}
-  wrongSet:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {tag: Speed, type: REAL}}
-  recipeSet:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {tag: Recipe, type: DINT}}
-  flagSet:
-    type: Endpoint
-    properties: {connection: !ref plc, operation: write, address: {tag: "Flags[5]", type: BOOL}}
-${extra}`;
+${CELL_ENDPOINTS.map(([name, operation, address, more]) => `  ${name}:\n    type: Endpoint\n    properties: {connection: !ref plc, operation: ${operation}, address: ${address}${more ? `, ${more}` : ''}}\n`).join('')}${extra}`;
 
 describe('EtherNet/IP in the gateway', function () {
   this.timeout(60_000);
