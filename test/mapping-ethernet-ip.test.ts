@@ -203,6 +203,16 @@ describe('EtherNet/IP driver against the test kit\'s CIP server', function () {
     }
   });
 
+  it('keeps an idle connection alive with a small request (the controller drops silent ones)', async () => {
+    const d = createEtherNetIpDriver(cfg, { keepAliveMs: 100 });
+    drivers.push(d);
+    await d.connect();
+    const sent = plc.counts.packets;
+    await until(() => (plc.counts.packets >= sent + 2 ? true : undefined), 5000, 'keep-alive requests');
+    expect(plc.counts.services).to.equal(plc.counts.packets - sent); // Get Attributes All of the Identity, nothing else
+    expect(await d.read(endpoint({ tag: 'Speed', type: 'DINT' }))).to.equal(1500);
+  });
+
   it('loses the connection when the controller stops answering (timeoutMs) or closes it', async () => {
     const d = await open({ timeoutMs: 300 });
     const lost: string[] = [];

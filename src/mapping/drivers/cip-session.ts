@@ -33,6 +33,8 @@ export interface CipSessionOptions {
   port: number;
   slot: number;
   timeoutMs: number;
+  /** After this long without a request, a small one keeps the connection (default 60 s). */
+  keepAliveMs?: number;
 }
 
 export interface CipSession {
@@ -61,9 +63,16 @@ const MSP_REPLY_OVERHEAD = 6;
 const MSP_MAX_ITEMS = 100;
 /** The vendor id gatewayd announces in Forward Open (any value a controller accepts). */
 const VENDOR_ID = 0x1234;
-/** Requested packet interval of the explicit connection (µs) and its timeout multiplier (×512): about 85 minutes of silence before the controller drops it. */
-const RPI_US = 10_000_000;
+/**
+ * Requested packet interval of the explicit connection (µs) and its timeout multiplier (×512):
+ * the controller drops the connection after about 17 minutes without a request, so an idle
+ * session (write endpoints only) sends a small request every KEEP_ALIVE_MS.
+ */
+const RPI_US = 2_000_000;
 const TIMEOUT_MULTIPLIER = 7;
+const KEEP_ALIVE_MS = 60_000;
+/** Get Attributes All of the Identity object: the keep-alive request. */
+const IDENTITY_REQUEST = Buffer.from([0x01, 0x02, 0x20, 0x01, 0x24, 0x01]);
 
 interface Queued {
   message: Buffer;
@@ -158,6 +167,14 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     throw err;
   }
   established = true;
+  let lastRequest = Date.now();
+  const keepAliveMs = opts.keepAliveMs ?? KEEP_ALIVE_MS;
+  const keepAlive = setInterval(() => {
+    if (lost !== undefined) return clearInterval(keepAlive);
+    if (busy || queue.length > 0 || Date.now() - lastRequest < keepAliveMs) return;
+    void request(IDENTITY_REQUEST, 64, false).catch(() => undefined); // a failure loses the session (fail)
+  }, Math.max(10, Math.floor(keepAliveMs / 2)));
+  keepAlive.unref();
 
   let busy = false;
   const pump = () => {
@@ -185,20 +202,24 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
       .finally(done);
   };
 
+  function request(message: Buffer, replyBytes: number, batchable: boolean): Promise<MessageReply> {
+    if (lost !== undefined) return Promise.reject(new Error(lost));
+    lastRequest = Date.now();
+    return new Promise((resolve, reject) => {
+      queue.push({ message, replyBytes, batchable, resolve, reject });
+      pump();
+    });
+  }
+
   return {
     messageLimit: MESSAGE_LIMIT,
-    request(message, replyBytes, batchable) {
-      if (lost !== undefined) return Promise.reject(new Error(lost));
-      return new Promise((resolve, reject) => {
-        queue.push({ message, replyBytes, batchable, resolve, reject });
-        pump();
-      });
-    },
+    request,
     onLost(listener) {
       lostListener = listener;
     },
     async close() {
       established = false;
+      clearInterval(keepAlive);
       for (const q of queue.splice(0)) q.reject(new Error('disconnected'));
       if (lost === undefined) {
         await unconnected(messageRequest(Service.ForwardClose, CONNECTION_MANAGER, forwardCloseData(serial, originatorSerial, routeToCpu))).catch(() => undefined);

@@ -248,7 +248,7 @@ const EXTENDED_STATUS: Record<number, string> = {
 
 /** What the controller's status means, in words, with the codes. */
 export function statusText(status: number, extended: number[] = []): string {
-  const ext = extended[0];
+  const ext = extended[0] || undefined; // 0x0000: no extended status (some controllers send it anyway)
   const words = (ext !== undefined && EXTENDED_STATUS[ext]) || GENERAL_STATUS[status] || 'error';
   const codes = `CIP status 0x${status.toString(16).padStart(2, '0')}${ext !== undefined ? `/0x${ext.toString(16).padStart(4, '0')}` : ''}`;
   return `${words} (${codes})`;

@@ -239,7 +239,7 @@ async function writeBits(session: CipSession, plan: TagPlan, values: unknown[]):
   }
 }
 
-export function createEtherNetIpDriver(cfg: EtherNetIpConfiguration): ConnectionDriver {
+export function createEtherNetIpDriver(cfg: EtherNetIpConfiguration, options: { keepAliveMs?: number } = {}): ConnectionDriver {
   let session: CipSession | undefined;
   let lostListener: (reason: string) => void = () => {};
   const current = (): CipSession => {
@@ -248,7 +248,7 @@ export function createEtherNetIpDriver(cfg: EtherNetIpConfiguration): Connection
   };
   return {
     async connect() {
-      const s = await openCipSession(cfg);
+      const s = await openCipSession({ ...cfg, ...options });
       s.onLost((reason) => {
         if (session !== s) return;
         session = undefined;
