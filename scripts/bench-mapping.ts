@@ -5,7 +5,7 @@
 // service file written (by hand into the watched directory, or PUT through the API) to its first
 // value at an MQTT subscriber, and the poll-interval jitter of 100 polling services before and
 // while another service is changed again and again. Every loop is bounded by a count and a time
-// limit.
+// limit. 100 polled tags per protocol (Modbus, EtherNet/IP): bench-mapping-tags.ts.
 //
 // Run: node dist/scripts/bench-mapping.js   (or import { benchMapping })
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -16,6 +16,7 @@ import mqtt from 'mqtt';
 import { compileRule, defaultRuleLimits } from '../src/mapping/rules.js';
 import { startModbusServer } from '../test/mapping-support.js';
 import { httpCall, now, percentile, startBenchGateway } from './bench-support.js';
+import { benchTagPolling } from './bench-mapping-tags.js';
 
 const TYPICAL = "{ 'machine': $context.vars.machine, 'temperature': $.value / 10, 'alarm': $.value > 800, 'unit': $uppercase($.unit), 'at': $context.topic }";
 const ADMIN_PASSWORD = 'Bench-Passw0rd!';
@@ -316,7 +317,12 @@ export async function benchMapping(): Promise<Record<string, number>> {
   console.log(
     `mapping: ${POLLING_SERVICES} services polling every ${POLL_MS} ms, poll-interval jitter before p50 ${j.beforeP50Ms.toFixed(1)} ms, p99 ${j.beforeP99Ms.toFixed(1)} ms (${j.before} intervals); during ${j.applies} applies of another changed service, interleaved (PUT answered after p50 ${j.applyP50Ms.toFixed(1)} ms) p50 ${j.duringP50Ms.toFixed(1)} ms, p99 ${j.duringP99Ms.toFixed(1)} ms, max ${j.duringMaxMs.toFixed(1)} ms (${j.during} intervals); longest event-loop lag quiet ${j.loopBeforeMaxMs.toFixed(0)} ms, during ${j.loopDuringMaxMs.toFixed(0)} ms`,
   );
+  const tags = await benchTagPolling();
   return {
+    modbusTagValuesPerSecond: tags.modbus.valuesPerSecond,
+    modbusCpuUsPerValue: tags.modbus.cpuUsPerValue,
+    etherNetIpTagValuesPerSecond: tags.etherNetIp.valuesPerSecond,
+    etherNetIpCpuUsPerValue: tags.etherNetIp.cpuUsPerValue,
     serviceFileToFirstValueP50Ms: f.watchP50Ms,
     servicePutToFirstValueP50Ms: f.apiP50Ms,
     pollJitterBeforeP99Ms: j.beforeP99Ms,

@@ -21,7 +21,7 @@ export class ConnectionResource {
   busy = false;
   readonly endpoints: ConnectionUser[] = [];
   /** What went through this connection since it was (re)built: see ConnectionStats. */
-  readonly counters = { reads: 0, writes: 0, failures: 0, published: 0 };
+  readonly counters = { reads: 0, writes: 0, failures: 0, published: 0, lastReadAt: 0 };
   constructor(
     private readonly ctx: RuntimeContext,
     readonly def: ConnectionDef,
@@ -31,6 +31,11 @@ export class ConnectionResource {
     this.target = def.targetState;
     this.message = message;
     this.driver?.onLost((reason) => this.lost(reason));
+  }
+  /** A reading was taken from the device. */
+  counted(): void {
+    this.counters.reads++;
+    this.counters.lastReadAt = Date.now();
   }
   view(): ConnectionView {
     const { password: _p, headers: _h, ...configuration } = this.def.configuration as Record<string, unknown>;

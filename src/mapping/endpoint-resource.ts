@@ -139,7 +139,7 @@ export class EndpointResource extends EnableableResource {
       dataPlane.subscribe(`${def.topic}/req`, (topic) =>
         this.guard(topic, async () => {
           const value = await driver.read(def);
-          this.conn.counters.reads++;
+          this.conn.counted();
           const ctx = this.context(topic);
           await this.ctx.publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
           this.conn.counters.published++;
@@ -154,7 +154,7 @@ export class EndpointResource extends EnableableResource {
       this.guard(
         topic,
         async () => {
-          this.conn.counters.reads++;
+          this.conn.counted();
           const out = await this.ctx.applyRules(value, this.context(topic), this.filter, this.transform);
           if (out) await this.published(def.topic, out.value);
         },
@@ -254,7 +254,7 @@ export class EndpointResource extends EnableableResource {
         this.def.topic,
         async () => {
           const value = await driver.read(this.def);
-          this.conn.counters.reads++;
+          this.conn.counted();
           const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
           if (out && active) await this.published(this.def.topic, out.value);
         },

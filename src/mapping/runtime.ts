@@ -74,6 +74,8 @@ export interface ConnectionStats {
   state: ConnectionState;
   /** Readings taken from the device (polls, /req answers, messages it pushed). */
   reads: number;
+  /** When the last reading was taken (epoch ms; 0: none yet). */
+  lastReadAt: number;
   /** Values written to the device. */
   writes: number;
   /** Reads, writes and rule evaluations that failed. */

@@ -4,6 +4,7 @@
 // the bridges' engine (src/bridges).
 
 import { bridgeSchema } from '../bridges/bridge-definition.js';
+import { etherNetIpAddressSchema, etherNetIpConfigurationSchema } from './drivers/ethernet-ip-schemas.js';
 import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;
@@ -88,11 +89,11 @@ export const connectionSchema: Schema = {
   required: ['protocol', 'configuration'],
   properties: {
     description,
-    protocol: { type: 'string', enum: ['Modbus', 'Mqtt', 'Http', 'Opcua'] },
+    protocol: { type: 'string', enum: ['Modbus', 'Mqtt', 'Http', 'Opcua', 'EtherNetIp'] },
     targetState: connectionTarget,
-    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus: Modbus TCP {host} or ModbusRtu {path}; Mqtt, Http, Opcua).' },
+    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus: Modbus TCP {host} or ModbusRtu {path}; Mqtt, Http, Opcua, EtherNetIp).' },
   },
-  definitions: { Modbus: modbusConfigurationSchema, ModbusRtu: modbusRtuConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema },
+  definitions: { Modbus: modbusConfigurationSchema, ModbusRtu: modbusRtuConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema, EtherNetIp: etherNetIpConfigurationSchema },
 };
 
 export const modbusAddressSchema: Schema = {
@@ -142,14 +143,14 @@ export const endpointSchema: Schema = {
     description,
     connection: { type: 'string', minLength: 1, description: 'The connection: !ref <resourceName>.' },
     operation: { type: 'string', enum: ['read', 'write'] },
-    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http, Opcua).' },
+    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http, Opcua, EtherNetIp).' },
     topic: { ...topic, description: 'Broker topic; default services/<serviceId>/<resourceName>.' },
-    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus, Http and Opcua: publish a reading at this interval.' },
+    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus, Http, Opcua and EtherNetIp: publish a reading at this interval.' },
     transform: rule,
     filter: rule,
     targetState: enableTarget,
   },
-  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema, Opcua: opcuaAddressSchema },
+  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema, Opcua: opcuaAddressSchema, EtherNetIp: etherNetIpAddressSchema },
 };
 
 export const mappingItemSchema: Schema = {

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type * as Yaml from 'yaml';
 import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definition.js';
+import { etherNetIpAddressProblems, etherNetIpAddressSchema, etherNetIpConfigurationSchema } from './drivers/ethernet-ip-schemas.js';
 import { compileRule, RuleError } from './rules.js';
 import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
@@ -30,7 +31,7 @@ import {
   type ResourceType,
 } from './schemas.js';
 
-export type Protocol = 'Modbus' | 'Mqtt' | 'Http' | 'Opcua';
+export type Protocol = 'Modbus' | 'Mqtt' | 'Http' | 'Opcua' | 'EtherNetIp';
 
 export interface ConnectionDef {
   kind: 'connection';
@@ -173,12 +174,14 @@ function serviceValidators(): ServiceValidators {
       Mqtt: ajv.compile(mqttConfigurationSchema),
       Http: ajv.compile(httpConfigurationSchema),
       Opcua: ajv.compile(opcuaConfigurationSchema),
+      EtherNetIp: ajv.compile(etherNetIpConfigurationSchema),
     },
     address: {
       Modbus: ajv.compile(modbusAddressSchema),
       Mqtt: ajv.compile(mqttAddressSchema),
       Http: ajv.compile(httpAddressSchema),
       Opcua: ajv.compile(opcuaAddressSchema),
+      EtherNetIp: ajv.compile(etherNetIpAddressSchema),
     },
   };
   return compiledValidators;
@@ -363,8 +366,9 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
             throw new FileError(`${path}.address.table`, 'a write endpoint writes holding registers or coils');
           }
           if (protocol === 'Mqtt' && p.operation === 'write' && /[#+]/.test(p.address.topic)) throw new FileError(`${path}.address.topic`, 'a write endpoint needs a concrete topic');
+          if (protocol === 'EtherNetIp') for (const problem of etherNetIpAddressProblems(p.address)) throw new FileError(`${path}.address.${problem.path}`, problem.reason);
           if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {
-            throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http and Opcua connections poll');
+            throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http, Opcua and EtherNetIp connections poll');
           }
           if (protocol === 'Opcua' && p.address.samplingIntervalMs !== undefined) {
             if (p.operation !== 'read') throw new FileError(`${path}.address.samplingIntervalMs`, 'only read endpoints subscribe');

@@ -30,7 +30,7 @@ export interface BrokerMetricsSource {
 }
 
 export interface MappingMetricsSource {
-  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number }[];
+  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number; lastReadAt: number }[];
   /** Sparkplug B edge nodes: session state, messages published by type, commands by type and outcome. */
   sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>> }[];
 }
@@ -170,6 +170,9 @@ export function createMetrics(sources: MetricsSources): Metrics {
         set(c.failures, { connection: c.id, kind: 'failure' });
         set(c.published, { connection: c.id, kind: 'published' });
       }
+    });
+    metric('gauge', 'gatewayd_mapping_last_read_timestamp_seconds', 'Mapping connections: when the last reading was taken from the device (Unix time; 0: none yet).', ['connection'], (set) => {
+      for (const c of sources.mapping().connections) set(c.lastReadAt / 1000, { connection: c.id });
     });
     // Sparkplug B edge nodes (docs/sparkplug.md).
     const edgeNodes = () => sources.mapping().sparkplug ?? [];

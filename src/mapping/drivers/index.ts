@@ -3,6 +3,7 @@
 // runtime's OPC UA support, which comes with the first service that declares it.
 import type { Logger } from '../../log/index.js';
 import type { ConnectionDef } from '../service-files.js';
+import { createEtherNetIpDriver, type EtherNetIpConfiguration } from './ethernet-ip.js';
 import { createHttpDriver, type HttpConfiguration } from './http.js';
 import { createModbusDriver, type ModbusConfiguration } from './modbus.js';
 import { createMqttDriver, type MqttConfiguration } from './mqtt.js';
@@ -24,6 +25,8 @@ export function createProtocolDrivers(deps: { log: Logger; opcua: () => OpcuaSup
         return createMqttDriver(def.configuration as MqttConfiguration, `gatewayd-${def.id}`.slice(0, 23));
       case 'Http':
         return createHttpDriver(def.configuration as HttpConfiguration);
+      case 'EtherNetIp':
+        return createEtherNetIpDriver(def.configuration as EtherNetIpConfiguration);
       case 'Opcua': {
         const support = deps.opcua();
         return support ? createOpcuaDriver(def.configuration as OpcuaConfiguration, { support, log: deps.log, id: def.id }) : undefined;

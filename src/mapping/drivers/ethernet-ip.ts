@@ -1,0 +1,270 @@
+// EtherNet/IP connections to Logix controllers (configuration {host, port, slot, timeoutMs}):
+// endpoints name a tag and its atomic type ({tag, type, elements}); reads are Read Tag (0x4C,
+// continued with Read Tag Fragmented when the answer does not fit the connection), writes Write
+// Tag (0x4D, Write Tag Fragmented when the request does not fit). BOOL arrays live in 32-bit
+// words in a Logix controller: they are read by the word and written bit by bit with Read
+// Modify Write Tag (0x4E), so the other bits of the word are never overwritten. Values are
+// JSON booleans and numbers; LINT beyond ±(2^53-1) is a decimal string. A tag the controller
+// refuses or does not know, or a value that does not fit, is the endpoint's error (DeviceError);
+// the connection and its other endpoints go on. The session and its batching: cip-session.ts.
+import type { EndpointDef } from '../service-files.js';
+import { AtomicTypes, parseTagName, Service, Status, statusText, tagPath, typeName, messageRequest, type MessageReply } from './cip.js';
+import { openCipSession, type CipSession } from './cip-session.js';
+import type { EtherNetIpType } from './ethernet-ip-schemas.js';
+import { DeviceError, type ConnectionDriver } from './types.js';
+
+export interface EtherNetIpConfiguration {
+  host: string;
+  port: number;
+  slot: number;
+  timeoutMs: number;
+}
+
+/** What an endpoint's address asks of the controller, worked out once. */
+interface TagPlan {
+  tag: string;
+  type: EtherNetIpType;
+  elements: number;
+  path: Buffer;
+  /** The type code the controller answers (DWORD for BOOL arrays). */
+  code: number;
+  size: number;
+  /** Elements on the wire (32-bit words for a BOOL array). */
+  wireElements: number;
+  /** A BOOL array: the first bit's position in the first word. */
+  firstBit?: number;
+}
+
+const plans = new WeakMap<EndpointDef, TagPlan>();
+
+function planOf(ep: EndpointDef): TagPlan {
+  const known = plans.get(ep);
+  if (known) return known;
+  const { tag, type, elements = 1 } = ep.address as { tag: string; type: EtherNetIpType; elements?: number };
+  const levels = parseTagName(tag);
+  const last = levels[levels.length - 1]!;
+  let plan: TagPlan;
+  if (type === 'BOOL' && last.indices.length === 1) {
+    // Element n of a BOOL array is bit n % 32 of word n / 32.
+    const n = last.indices[0]!;
+    const wordLevels = [...levels.slice(0, -1), { name: last.name, indices: [Math.floor(n / 32)] }];
+    const firstBit = n % 32;
+    plan = { tag, type, elements, path: tagPath(wordLevels), code: AtomicTypes.DWORD.code, size: 4, wireElements: Math.floor((firstBit + elements - 1) / 32) + 1, firstBit };
+  } else {
+    plan = { tag, type, elements, path: tagPath(levels), code: AtomicTypes[type].code, size: AtomicTypes[type].size, wireElements: elements };
+  }
+  plans.set(ep, plan);
+  return plan;
+}
+
+const refused = (plan: TagPlan, reply: MessageReply) => new DeviceError(`${plan.tag}: ${statusText(reply.status, reply.extended)}`);
+
+async function read(session: CipSession, plan: TagPlan): Promise<unknown> {
+  const count = Buffer.alloc(2);
+  count.writeUInt16LE(plan.wireElements);
+  const replyBytes = 4 + 2 + plan.wireElements * plan.size;
+  let reply = await session.request(messageRequest(Service.ReadTag, plan.path, count), replyBytes, replyBytes <= session.messageLimit);
+  const chunks: Buffer[] = [];
+  let received = 0;
+  // An answer too large for the connection comes in fragments (1756-PM020: Read Tag Fragmented).
+  while (reply.status === Status.PartialTransfer && reply.data.length > 2 && received < plan.wireElements * plan.size) {
+    chunks.push(reply.data.subarray(2));
+    received += reply.data.length - 2;
+    const next = Buffer.alloc(6);
+    next.writeUInt16LE(plan.wireElements, 0);
+    next.writeUInt32LE(received, 2);
+    reply = await session.request(messageRequest(Service.ReadTagFragmented, plan.path, next), session.messageLimit, false);
+  }
+  if (reply.status !== Status.Success) throw refused(plan, reply);
+  if (reply.data.length < 2) throw new DeviceError(`${plan.tag}: the controller's answer has no data`);
+  const code = reply.data.readUInt16LE(0);
+  if (code !== plan.code) {
+    const says = plan.firstBit !== undefined ? 'an element of a BOOL array' : plan.type;
+    const is = code === AtomicTypes.DWORD.code ? 'a BOOL array (or DWORD)' : typeName(code);
+    throw new DeviceError(`${plan.tag} is ${is} in the controller, the endpoint says ${says}`);
+  }
+  chunks.push(reply.data.subarray(code === 0x02a0 ? 4 : 2));
+  const data = Buffer.concat(chunks);
+  if (data.length < plan.wireElements * plan.size) throw new DeviceError(`${plan.tag}: the controller answered ${data.length} bytes, ${plan.wireElements * plan.size} expected`);
+  const values = decode(plan, data);
+  return plan.elements === 1 ? values[0] : values;
+}
+
+function decode(plan: TagPlan, data: Buffer): unknown[] {
+  const out: unknown[] = [];
+  if (plan.firstBit !== undefined) {
+    for (let i = 0; i < plan.elements; i++) {
+      const bit = plan.firstBit + i;
+      out.push(((data.readUInt32LE(Math.floor(bit / 32) * 4) >>> bit % 32) & 1) === 1);
+    }
+    return out;
+  }
+  for (let i = 0; i < plan.elements; i++) {
+    const at = i * plan.size;
+    switch (plan.type) {
+      case 'BOOL':
+        out.push(data[at] !== 0);
+        break;
+      case 'SINT':
+        out.push(data.readInt8(at));
+        break;
+      case 'INT':
+        out.push(data.readInt16LE(at));
+        break;
+      case 'DINT':
+        out.push(data.readInt32LE(at));
+        break;
+      case 'LINT': {
+        const v = data.readBigInt64LE(at);
+        out.push(v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString());
+        break;
+      }
+      case 'REAL':
+        out.push(data.readFloatLE(at));
+        break;
+      case 'LREAL':
+        out.push(data.readDoubleLE(at));
+        break;
+    }
+  }
+  return out;
+}
+
+const INTEGER_RANGE = { SINT: [-128, 127], INT: [-32768, 32767], DINT: [-2147483648, 2147483647] } as const;
+const FLOAT32_MAX = 3.4028234663852886e38;
+const LINT_MIN = -(2n ** 63n);
+const LINT_MAX = 2n ** 63n - 1n;
+
+/** The values a write carries, checked against the endpoint's type and number of elements. */
+function valuesOf(plan: TagPlan, value: unknown): unknown[] {
+  if (plan.elements === 1) {
+    if (Array.isArray(value)) throw new DeviceError(`${plan.tag} takes one ${plan.type} value, not an array`);
+    return [value];
+  }
+  if (!Array.isArray(value) || value.length !== plan.elements) throw new DeviceError(`${plan.tag} takes an array of ${plan.elements} ${plan.type} values`);
+  return value;
+}
+
+function encode(plan: TagPlan, values: unknown[]): Buffer {
+  const data = Buffer.alloc(values.length * plan.size);
+  values.forEach((v, i) => {
+    const at = i * plan.size;
+    const bad = (what: string) => new DeviceError(`${plan.tag}${plan.elements > 1 ? `[element ${i}]` : ''}: ${JSON.stringify(v) ?? String(v)} ${what}`);
+    switch (plan.type) {
+      case 'BOOL':
+        if (v !== true && v !== false && v !== 0 && v !== 1) throw bad('is not a BOOL (true, false, 0 or 1)');
+        data[at] = v === true || v === 1 ? 1 : 0;
+        break;
+      case 'SINT':
+      case 'INT':
+      case 'DINT': {
+        const [min, max] = INTEGER_RANGE[plan.type];
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw bad(`does not fit a ${plan.type} (integers ${min}..${max})`);
+        if (plan.type === 'SINT') data.writeInt8(v, at);
+        else if (plan.type === 'INT') data.writeInt16LE(v, at);
+        else data.writeInt32LE(v, at);
+        break;
+      }
+      case 'LINT': {
+        let n: bigint | undefined;
+        if (typeof v === 'number' && Number.isSafeInteger(v)) n = BigInt(v);
+        else if (typeof v === 'string' && /^-?[0-9]{1,20}$/.test(v)) n = BigInt(v);
+        if (n === undefined || n < LINT_MIN || n > LINT_MAX) throw bad('does not fit a LINT (a safe integer, or a decimal string of a 64-bit integer)');
+        data.writeBigInt64LE(n, at);
+        break;
+      }
+      case 'REAL':
+        if (typeof v !== 'number' || !Number.isFinite(v) || Math.abs(v) > FLOAT32_MAX) throw bad('does not fit a REAL (a number within ±3.4e38)');
+        data.writeFloatLE(v, at);
+        break;
+      case 'LREAL':
+        if (typeof v !== 'number' || !Number.isFinite(v)) throw bad('is not an LREAL (a number)');
+        data.writeDoubleLE(v, at);
+        break;
+    }
+  });
+  return data;
+}
+
+async function write(session: CipSession, plan: TagPlan, value: unknown): Promise<void> {
+  const values = valuesOf(plan, value);
+  if (plan.firstBit !== undefined) return writeBits(session, plan, values);
+  const data = encode(plan, values);
+  const head = Buffer.alloc(4);
+  head.writeUInt16LE(plan.code, 0);
+  head.writeUInt16LE(plan.elements, 2);
+  // Service, path size, path and the type/count head must fit beside the data.
+  const room = session.messageLimit - 2 - plan.path.length - 8;
+  if (data.length <= room + 4) {
+    const reply = await session.request(messageRequest(Service.WriteTag, plan.path, Buffer.concat([head, data])), 4 + 4, false);
+    if (reply.status !== Status.Success) throw refused(plan, reply);
+    return;
+  }
+  // Fragments of whole elements, each with its byte offset (Write Tag Fragmented).
+  const step = Math.floor(room / plan.size) * plan.size;
+  for (let offset = 0; offset < data.length; offset += step) {
+    const at = Buffer.alloc(4);
+    at.writeUInt32LE(offset);
+    const reply = await session.request(messageRequest(Service.WriteTagFragmented, plan.path, Buffer.concat([head, at, data.subarray(offset, offset + step)])), 4 + 4, false);
+    if (reply.status !== Status.Success) throw refused(plan, reply);
+  }
+}
+
+/** BOOL array elements: one Read Modify Write per 32-bit word, setting and clearing only those bits. */
+async function writeBits(session: CipSession, plan: TagPlan, values: unknown[]): Promise<void> {
+  const bits = values.map((v, i) => {
+    if (v !== true && v !== false && v !== 0 && v !== 1) throw new DeviceError(`${plan.tag}${plan.elements > 1 ? `[element ${i}]` : ''}: ${JSON.stringify(v) ?? String(v)} is not a BOOL (true, false, 0 or 1)`);
+    return v === true || v === 1;
+  });
+  const levels = parseTagName(plan.tag);
+  const last = levels[levels.length - 1]!;
+  const first = last.indices[0]!;
+  for (let word = 0; word < plan.wireElements; word++) {
+    let or = 0;
+    let and = 0xffffffff;
+    bits.forEach((on, i) => {
+      const bit = plan.firstBit! + i;
+      if (Math.floor(bit / 32) !== word) return;
+      const mask = (1 << bit % 32) >>> 0;
+      if (on) or = (or | mask) >>> 0;
+      else and = (and & ~mask) >>> 0;
+    });
+    const masks = Buffer.alloc(10);
+    masks.writeUInt16LE(4, 0);
+    masks.writeUInt32LE(or, 2);
+    masks.writeUInt32LE(and, 6);
+    const path = tagPath([...levels.slice(0, -1), { name: last.name, indices: [Math.floor(first / 32) + word] }]);
+    const reply = await session.request(messageRequest(Service.ReadModifyWriteTag, path, masks), 4 + 4, false);
+    if (reply.status !== Status.Success) throw refused(plan, reply);
+  }
+}
+
+export function createEtherNetIpDriver(cfg: EtherNetIpConfiguration, options: { keepAliveMs?: number } = {}): ConnectionDriver {
+  let session: CipSession | undefined;
+  let lostListener: (reason: string) => void = () => {};
+  const current = (): CipSession => {
+    if (!session) throw new Error('not connected');
+    return session;
+  };
+  return {
+    async connect() {
+      const s = await openCipSession({ ...cfg, ...options });
+      s.onLost((reason) => {
+        if (session !== s) return;
+        session = undefined;
+        lostListener(reason);
+      });
+      session = s;
+    },
+    async disconnect() {
+      const s = session;
+      session = undefined;
+      await s?.close();
+    },
+    onLost(listener) {
+      lostListener = listener;
+    },
+    read: async (ep) => read(current(), planOf(ep)),
+    write: async (ep, value) => write(current(), planOf(ep), value),
+  };
+}
