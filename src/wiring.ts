@@ -79,6 +79,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   // The audit trail (docs/design.md §14): every part logs through `log`, whose audit events also go to the store.
   const audit = createAuditTrail({
     store,
+    storage,
     log: baseLog,
     limits: { maxEntries: config.audit.maxEntries, maxAgeMs: config.audit.maxAgeDays * 86_400_000, maxPerSecond: config.audit.maxEventsPerSecond },
     previousStoreDir: maintenancePaths(config.dataDir).beforeRestore,

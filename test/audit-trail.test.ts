@@ -11,6 +11,7 @@ import sinon from 'sinon';
 import type { Database } from 'lmdb';
 import { createAuditTrail } from '../src/audit/index.js';
 import { createSilentLogger } from '../src/log/index.js';
+import { createStoragePolicy, STORAGE_DEFAULTS } from '../src/storage/index.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
 import { backupAndDownload, upload, waitIdle } from './support/maintenance-kit.js';
@@ -165,7 +166,7 @@ describe('audit trail: bounds and cost', function () {
   const silent = createSilentLogger();
 
   it('keeps at most maxEntries records, dropping the oldest', async () => {
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 100, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
+    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 100, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
     await trail.part.start();
     const log = trail.logger(silent);
     for (let i = 0; i < 250; i++) log.audit('login', { username: `u${i}` });
@@ -183,7 +184,7 @@ describe('audit trail: bounds and cost', function () {
 
   it('drops records older than maxAge at the next pruning', async () => {
     let now = Date.parse('2024-01-01T00:00:00Z');
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 1000, maxAgeMs: 3_600_000, maxPerSecond: 1e6 }, now: () => now, pruneIntervalMs: 20 });
+    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 1000, maxAgeMs: 3_600_000, maxPerSecond: 1e6 }, now: () => now, pruneIntervalMs: 20 });
     await trail.part.start();
     for (let i = 0; i < 5; i++) trail.record('login', { username: 'old' });
     now += 2 * 3_600_000;
@@ -196,7 +197,7 @@ describe('audit trail: bounds and cost', function () {
 
   it('stores at most maxPerSecond events a second, then one record of how many it left out', async () => {
     let now = Date.now();
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 1000, maxAgeMs: 86_400_000, maxPerSecond: 10 }, now: () => now });
+    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 1000, maxAgeMs: 86_400_000, maxPerSecond: 10 }, now: () => now });
     await trail.part.start();
     for (let i = 0; i < 25; i++) trail.record('mqtt.connect.refused', { clientId: `flood-${i}`, remote: '192.0.2.7' });
     expect(trail.stats().dropped).to.equal(15);
@@ -217,14 +218,14 @@ describe('audit trail: bounds and cost', function () {
       dbs.set(name, db);
       return db;
     });
-    const trail = createAuditTrail({ store, log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
+    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
     await trail.part.start();
     for (let i = 0; i < 3000; i++) trail.record(i % 300 === 0 ? 'grant refused' : 'login', { username: i % 300 === 0 ? 'mallory' : `device-${i}` });
     await trail.settled();
     const records = dbs.get('audit')!;
     const index = dbs.get('audit-index')!;
     const gets = sinon.spy(records, 'get');
-    const keys = sinon.spy(index, 'getKeys');
+    const keys = sinon.spy(index, 'getRange');
     const page = trail.query({ user: 'mallory', outcome: 'failure', limit: 5 });
     expect(page.records).to.have.length(5);
     expect(page.next).to.be.an('array');

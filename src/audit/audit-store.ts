@@ -1,12 +1,15 @@
 // The audit trail's two named databases in the store's LMDB environment (so backups carry it):
 // `audit` holds the records by [time, seq, run]; `audit-index` holds one key per record and
-// filter combination ([tag, values..., time, seq, run], see audit-records.ts). Writes are
-// LMDB's batched asynchronous puts (a record and its index keys are issued together, so they
-// commit in one batch); queries read one index range in reverse time order, a page at a time.
+// filter combination ([tag, values..., time, seq, run], see audit-records.ts). Writes go through
+// the storage policy in the background class (docs/footprint.md "Flash"): a record and its index
+// keys are staged together and reach the flash in one group commit within
+// storage.backgroundCommitMs, so a burst of events is one write, not one per event; queries see
+// staged records at once. A query reads one index range in reverse time order, a page at a time.
 // Bounded by count and by age; pruning removes the oldest records a batch at a time, never with
 // a scan of the whole trail.
-import type { Database } from 'lmdb';
-import { prefixRange, type IndexKey, type Store } from '../store/index.js';
+import type { Key } from 'lmdb';
+import { prefixRange, type IndexKey } from '../store/index.js';
+import type { StagedTable, StoragePolicy, WriteHow } from '../storage/index.js';
 import { indexKeysOf, indexPrefix, keyOf, outcomeOf, type AuditFilter, type AuditKey, type AuditRecord } from './audit-records.js';
 
 export interface AuditLimits {
@@ -37,45 +40,53 @@ const MAX_ACTIONS = 500;
 const AFTER_NUMBERS = '\uffff';
 
 export interface AuditStore {
-  /** Opens (again, after a restore) the databases. */
+  /** Opens the databases (the storage policy reopens them after a restore). */
   open(): void;
-  /** Issues the writes; resolves when committed (false if the store refused them). */
-  append(record: AuditRecord): Promise<boolean>;
+  /** Stages the writes; false if the store refused them. */
+  append(record: AuditRecord): boolean;
   query(q: AuditQuery): AuditPage;
   /** Distinct action names present, in name order. */
   actions(): string[];
   count(): number;
   /** Removes records beyond the count or older than the age limit, a batch at a time; the number removed. */
-  prune(now: number): Promise<number>;
+  prune(now: number): number;
   /** Writes records of another trail that this one lacks (same key); the number written. */
   merge(records: Iterable<AuditRecord>, now: number): Promise<number>;
 }
 
-export function createAuditStore(deps: { store: Store; limits: AuditLimits }): AuditStore {
-  const { store, limits } = deps;
-  let records!: Database<AuditRecord, IndexKey>;
-  let index!: Database<number, IndexKey>;
+/** Audit events are bookkeeping a power cut may cost (the log line is written at once). */
+const BACKGROUND: WriteHow = { class: 'background' };
+/** A key's id among the staged writes (keys hold strings and numbers). */
+const idOf = (key: Key) => JSON.stringify(key);
+
+export function createAuditStore(deps: { storage: StoragePolicy; limits: AuditLimits }): AuditStore {
+  const { storage, limits } = deps;
+  let records!: StagedTable<AuditRecord>;
+  let index!: StagedTable<number>;
 
   function open(): void {
-    records = store.openDatabase<AuditRecord, IndexKey>('audit', { keyEncoding: 'ordered-binary' });
-    index = store.openDatabase<number, IndexKey>('audit-index', { keyEncoding: 'ordered-binary' });
+    records = storage.table<AuditRecord>('audit', { keyEncoding: 'ordered-binary' });
+    index = storage.table<number>('audit-index', { keyEncoding: 'ordered-binary' });
   }
 
-  function write(record: AuditRecord): Promise<boolean> {
+  function write(record: AuditRecord): boolean {
     const key = keyOf(record);
-    // Issued in one turn: lmdb-js commits them in the same batch.
-    const done = records.put(key, record);
-    for (const k of indexKeysOf(record)) void index.put(k, 1);
-    return done;
+    // Staged together: they reach the disk in the same group commit.
+    if (!records.put(idOf(key), key, record, BACKGROUND)) return false;
+    for (const k of indexKeysOf(record)) index.put(idOf(k), k, 1, BACKGROUND);
+    return true;
   }
 
-  function remove(record: AuditRecord): Promise<boolean> {
-    const done = records.remove(keyOf(record));
-    for (const k of indexKeysOf(record)) void index.remove(k);
-    return done;
+  function remove(record: AuditRecord): void {
+    const key = keyOf(record);
+    records.remove(idOf(key), key, BACKGROUND);
+    for (const k of indexKeysOf(record)) index.remove(idOf(k), k, BACKGROUND);
   }
 
-  const count = () => (records.getStats() as { entryCount: number }).entryCount;
+  const count = () => {
+    const staged = records.stagedCounts();
+    return (records.db.getStats() as { entryCount: number }).entryCount + staged.puts - staged.removes;
+  };
 
   function query(q: AuditQuery): AuditPage {
     // An action has one outcome: asking for the other finds nothing.
@@ -88,7 +99,8 @@ export function createAuditStore(deps: { store: Store; limits: AuditLimits }): A
     const found: AuditRecord[] = [];
     let next: AuditKey | undefined;
     // One more than the page tells whether another page follows; the cursor key itself is skipped.
-    for (const key of source.getKeys({ start, end, reverse: true, limit: q.limit + 2 })) {
+    for (const { key: entryKey } of (source as StagedTable<unknown>).range({ start, end, reverse: true, limit: q.limit + 2 })) {
+      const key = entryKey as IndexKey;
       const k = key.slice(base.length) as AuditKey;
       if (q.after && k[0] === q.after[0] && k[1] === q.after[1] && k[2] === q.after[2]) continue;
       if (q.to !== undefined && k[0] > q.to) continue;
@@ -96,7 +108,8 @@ export function createAuditStore(deps: { store: Store; limits: AuditLimits }): A
         next = keyOf(found[found.length - 1]!);
         break;
       }
-      const record = prefix ? records.get(k) : records.get(key);
+      const recordKey = prefix ? k : key;
+      const record = records.get(idOf(recordKey), recordKey);
       // An index key whose record a pruning batch removed a moment ago: not an event any more.
       if (record) found.push(record);
     }
@@ -108,7 +121,8 @@ export function createAuditStore(deps: { store: Store; limits: AuditLimits }): A
     let start: IndexKey = ['a'];
     const end = prefixRange('a').end;
     while (names.length < MAX_ACTIONS) {
-      const [first] = [...index.getKeys({ start, end, limit: 1 })];
+      const [entry] = [...index.range({ start, end, limit: 1 })];
+      const first = entry?.key as IndexKey | undefined;
       if (!first || typeof first[1] !== 'string') break;
       names.push(first[1]);
       // Jump past every key of this action: its times are numbers, which sort before any string.
@@ -117,21 +131,19 @@ export function createAuditStore(deps: { store: Store; limits: AuditLimits }): A
     return names;
   }
 
-  async function prune(now: number): Promise<number> {
+  function prune(now: number): number {
     let removed = 0;
     const cutoff = now - limits.maxAgeMs;
-    // Each step reads committed state only after the previous step's removals committed.
+    // Each step reads the trail as staged, so it sees the previous step's removals.
     for (;;) {
       const overflow = Math.max(0, count() - limits.maxEntries);
       const batch: AuditRecord[] = [];
-      for (const { value } of records.getRange({ limit: PRUNE_BATCH })) {
+      for (const { value } of records.range({ limit: PRUNE_BATCH })) {
         if (batch.length >= overflow && value.time >= cutoff) break;
         batch.push(value);
       }
       if (batch.length === 0) return removed;
-      let last: Promise<boolean> | undefined;
-      for (const r of batch) last = remove(r);
-      await last;
+      for (const r of batch) remove(r);
       removed += batch.length;
     }
   }
@@ -139,16 +151,15 @@ export function createAuditStore(deps: { store: Store; limits: AuditLimits }): A
   async function merge(incoming: Iterable<AuditRecord>, now: number): Promise<number> {
     const cutoff = now - limits.maxAgeMs;
     let written = 0;
-    let last: Promise<boolean> | undefined;
     for (const r of incoming) {
       if (r.time < cutoff || written >= limits.maxEntries) break;
-      if (records.doesExist(keyOf(r))) continue;
-      last = write(r);
+      const key = keyOf(r);
+      if (records.get(idOf(key), key) !== undefined) continue;
+      if (!write(r)) break;
       written++;
       // A batch at a time, so a large trail does not hold the event loop.
-      if (written % PRUNE_BATCH === 0) await last;
+      if (written % PRUNE_BATCH === 0) await new Promise((resolve) => setImmediate(resolve));
     }
-    await last;
     return written;
   }
 

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log/index.js';
 import type { Part } from '../daemon.js';
 import type { Store } from '../store/index.js';
+import type { StoragePolicy } from '../storage/index.js';
 import { TokenBucket } from '../mqtt/limits.js';
 import { createAuditContext, type AuditContext } from './audit-context.js';
 import { tapAudit } from './audit-logger.js';
@@ -15,6 +16,8 @@ import { readPreviousTrail } from './previous-trail.js';
 
 export interface AuditTrailDeps {
   store: Store;
+  /** The gateway's storage policy: records are written in its background class. */
+  storage: StoragePolicy;
   /** Where the pruning and the write failures are reported (the plain logger: not audited). */
   log: Logger;
   limits: AuditLimits & {
@@ -54,15 +57,13 @@ const MAX_PENDING = 1000;
 export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
   const { store, log } = deps;
   const now = deps.now ?? Date.now;
-  const db = createAuditStore({ store, limits: deps.limits });
+  const db = createAuditStore({ storage: deps.storage, limits: deps.limits });
   const context = createAuditContext();
   const run = randomBytes(6).toString('base64url');
   let seq = 0;
   let dropped = 0;
   let opened = false;
   let pending: AuditRecord[] = [];
-  let inFlight: Promise<unknown> = Promise.resolve();
-  let pruning: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
   // A flood of refused MQTT connects must not turn into a flood of flash writes: beyond the rate
   // events reach the log only, and one record says how many the trail lacks.
@@ -70,33 +71,19 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
   let overflow = 0;
   let overflowSince = 0;
 
-  function prune(): Promise<void> {
-    pruning ??= db
-      .prune(now())
-      .then(
-        (n) => void (n > 0 && log.debug('audit trail pruned', { removed: n })),
-        (err: unknown) => store.noteWriteFailure(err),
-      )
-      .finally(() => (pruning = undefined));
-    return pruning;
+  function prune(): void {
+    if (!opened || !store.isOpen()) return;
+    const n = db.prune(now());
+    if (n > 0) log.debug('audit trail pruned', { removed: n });
   }
 
   function write(record: AuditRecord): void {
-    if (!store.writeHealth().writable) {
+    // Staged (the storage policy's background class); refused while the store cannot write.
+    if (!db.append(record)) {
       dropped++;
       return;
     }
-    const done = db.append(record).then(
-      () => {
-        if (db.count() > deps.limits.maxEntries) void prune();
-      },
-      (err: unknown) => {
-        dropped++;
-        store.noteWriteFailure(err);
-      },
-    );
-    // LMDB commits batches in order: the last write settles after every earlier one.
-    inFlight = done;
+    if (db.count() > deps.limits.maxEntries) prune();
   }
 
   function record(event: string, fields: Record<string, unknown> = {}): void {
@@ -137,7 +124,7 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
     try {
       const written = await db.merge(readPreviousTrail(deps.previousStoreDir), now());
       if (written > 0) log.info('audit trail: events of the replaced store kept', { records: written });
-      await prune();
+      prune();
     } catch (err) {
       log.error('audit trail: the replaced store could not be read', { error: (err as Error).message });
     }
@@ -156,27 +143,24 @@ export function createAuditTrail(deps: AuditTrailDeps): AuditTrail {
     actions: () => db.actions(),
     stats: () => ({ records: opened && store.isOpen() ? db.count() : 0, dropped }),
     context,
-    settled: async () => {
-      await inFlight;
-      await pruning;
-    },
+    // Everything recorded so far on disk (the whole policy's staged writes are committed with it).
+    settled: () => deps.storage.flush(),
     part: {
       name: 'audit',
       start: async () => {
         db.open();
         opened = true;
         flushPending();
-        void prune();
+        prune();
         timer = setInterval(() => {
           if (bucket.take(now())) summariseOverflow();
-          void prune();
+          prune();
         }, deps.pruneIntervalMs ?? 60_000);
         timer.unref();
       },
       stop: async () => {
         clearInterval(timer);
-        await inFlight;
-        await pruning;
+        await deps.storage.flush();
       },
     },
   };

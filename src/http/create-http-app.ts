@@ -105,12 +105,15 @@ export function createHttpApp(options: HttpAppOptions): Express {
       });
     }
     const quiet = options.quietPaths?.some((p) => req.path.startsWith(p)) ?? false;
-    if (options.logRequests) {
+    // One line per request at debug; at info only with log.requests: the journal usually sits on
+    // the same flash as the data, and the web UI polls (docs/operations.md "Logs").
+    const line = options.logRequests ? log.info : log.debug;
+    {
       res.on('finish', () => {
         if (quiet && res.statusCode < 500) return;
         const principal = res.locals.principal as Principal | undefined;
         // Path only: query strings can carry ids and tokens.
-        log.info('request', {
+        line.call(log, 'request', {
           requestId,
           method: req.method,
           path: req.path,

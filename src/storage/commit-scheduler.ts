@@ -102,6 +102,28 @@ export class CommitScheduler {
     await Promise.all([...this.#inFlight]);
   }
 
+  /**
+   * Inside another transaction (an API write, store.onTransaction): background and due writes are
+   * issued into it and share its commit; nothing not yet due is taken. Returns what to call with
+   * the transaction's outcome (undefined when nothing rode along).
+   */
+  rideAlong(): ((outcome: 'committed' | 'rolledBack' | 'failed') => void) | undefined {
+    if (this.#stopped || this.#queues.background.length + this.#queues.prompt.length === 0) return undefined;
+    const writes = this.#choose(false, true);
+    if (writes.length === 0) return undefined;
+    for (const w of writes) this.#issue(w);
+    return (outcome) => {
+      if (outcome === 'committed') return this.#finish(writes, undefined);
+      if (outcome === 'failed') return this.#finish(writes, new Error('the transaction they rode along with failed'));
+      // Undone with the transaction's function: still staged, written by a tick of their own.
+      for (const w of writes) {
+        w.state = 'staged';
+        w.dueAt = Math.min(w.dueAt, this.deps.now());
+        this.schedule(w);
+      }
+    };
+  }
+
   /** Stops the timer (the writes still staged are the caller's to flush first). */
   stop(): void {
     this.#stopped = true;
@@ -163,6 +185,13 @@ export class CommitScheduler {
       if (!all) this.#arm();
       return;
     }
+    const writes = this.#choose(all, false);
+    if (writes.length > 0) this.#commit(writes);
+  }
+
+  /** The writes a commit takes now (marked committing), owners' earlier writes included. */
+  #choose(all: boolean, riding: boolean): StagedWrite[] {
+    const now = this.deps.now();
     const crowded = this.deps.stagedCount() > MAX_STAGED;
     const chosen = new Set<StagedWrite>();
     const take = (w: StagedWrite) => {
@@ -178,7 +207,7 @@ export class CommitScheduler {
     }
     const background = this.#queues.background;
     const head = background.peek();
-    if (all || chosen.size > 0 || (head !== undefined && head.dueAt <= now)) {
+    if (all || riding || chosen.size > 0 || (head !== undefined && head.dueAt <= now)) {
       const later: Queued[] = [];
       for (let q = background.shift(); q; q = background.shift()) {
         // A background write that became held since (someone now expects its recipient's answer) waits for its hold.
@@ -187,9 +216,9 @@ export class CommitScheduler {
       }
       for (const q of later) background.push(q);
     }
-    if (chosen.size === 0) return;
+    if (chosen.size === 0) return [];
     this.#withOwnerPrefixes(chosen);
-    this.#commit([...chosen]);
+    return [...chosen];
   }
 
   /** Adds, for each owner with a write in the commit, its writes staged before that one. */
@@ -216,31 +245,37 @@ export class CommitScheduler {
     }
   }
 
+  #issue(w: StagedWrite): Promise<unknown> {
+    const db = w.table.db as unknown as { put(k: unknown, v: unknown): Promise<unknown>; remove(k: unknown): Promise<unknown> };
+    return w.value === REMOVED ? db.remove(w.key) : db.put(w.key, w.value);
+  }
+
   #commit(writes: StagedWrite[]): void {
     const { store } = this.deps;
     const commits = new Set<Promise<unknown>>();
     // Issued in one synchronous loop: lmdb-js makes them one transaction (one batch per event turn).
-    for (const w of writes) {
-      const db = w.table.db as unknown as { put(k: unknown, v: unknown): Promise<unknown>; remove(k: unknown): Promise<unknown> };
-      commits.add(w.value === REMOVED ? db.remove(w.key) : db.put(w.key, w.value));
-    }
+    for (const w of writes) commits.add(this.#issue(w));
     this.figures.commits++;
     const done = Promise.all(commits)
       .then(() => store.flushed())
       .then(
-        () => {
-          this.figures.committedWrites += writes.length;
-          for (const w of writes) w.table.finished(w as never);
-        },
-        (error: unknown) => {
-          // Lost: the store's write health learns of it (507s, /health/ready, the broker's
-          // refusals); whoever waited is released rather than held forever.
-          store.noteWriteFailure(error);
-          this.figures.failedWrites += writes.length;
-          for (const w of writes) w.table.finished(w as never, true);
-        },
+        () => this.#finish(writes, undefined),
+        (error: unknown) => this.#finish(writes, error),
       );
     this.#inFlight.add(done);
     void done.finally(() => this.#inFlight.delete(done));
+  }
+
+  #finish(writes: StagedWrite[], error: unknown): void {
+    if (error === undefined) {
+      this.figures.committedWrites += writes.length;
+      for (const w of writes) w.table.finished(w as never);
+      return;
+    }
+    // Lost: the store's write health learns of it (507s, /health/ready, the broker's refusals);
+    // whoever waited is released rather than held forever.
+    this.deps.store.noteWriteFailure(error);
+    this.figures.failedWrites += writes.length;
+    for (const w of writes) w.table.finished(w as never, true);
   }
 }

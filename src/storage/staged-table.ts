@@ -181,9 +181,11 @@ export class StagedTable<V> {
    * merged with the staged ones, in key order (at most `limit`). Costs a sort of the staged
    * writes inside the range, so it suits pages an operator asks for, not the message path.
    */
-  *range(options: Pick<RangeOptions, 'start' | 'end' | 'limit'>): Generator<{ key: Key; value: V }> {
-    const { start, end, limit = Infinity } = options;
-    const cmp = this.#compare;
+  *range(options: Pick<RangeOptions, 'start' | 'end' | 'limit' | 'reverse'>): Generator<{ key: Key; value: V }> {
+    const { start, end, limit = Infinity, reverse = false } = options;
+    const order = this.#compare;
+    // In reverse, lmdb reads from `start` (the high end) down to `end` (exclusive): the same merge, mirrored.
+    const cmp = reverse ? (a: Key, b: Key) => order(b, a) : order;
     const inRange = (k: Key) => (start === undefined || cmp(k, start) >= 0) && (end === undefined || cmp(k, end) < 0);
     const staged = [...this.#staged.values()].filter((w) => inRange(w.key)).sort((a, b) => cmp(a.key, b.key));
     let i = 0;
@@ -194,7 +196,9 @@ export class StagedTable<V> {
       given++;
       yield { key: w.key, value: w.value };
     };
-    for (const entry of this.db.getRange({ start, end })) {
+    // A staged removal can hide a committed entry: read that many more from the disk at most.
+    const diskLimit = limit === Infinity ? undefined : limit + staged.length;
+    for (const entry of this.db.getRange({ start, end, reverse, ...(diskLimit !== undefined ? { limit: diskLimit } : {}) })) {
       if (given >= limit) return;
       const key = Buffer.isBuffer(entry.key) ? Buffer.from(entry.key) : entry.key; // lmdb-js may reuse the key buffer
       for (; i < staged.length && given < limit && cmp(staged[i]!.key, key) < 0; i++) yield* take(staged[i]!);
@@ -212,6 +216,17 @@ export class StagedTable<V> {
   /** Key order of this table's encoding: byte order for binary keys, lmdb's ordered-binary otherwise. */
   get #compare(): (a: Key, b: Key) => number {
     return this.binaryKeys ? (a, b) => Buffer.compare(a as Buffer, b as Buffer) : compareKeys;
+  }
+
+  /** Staged puts and removals (O(staged): for counts an operator asks for). */
+  stagedCounts(): { puts: number; removes: number } {
+    let puts = 0;
+    let removes = 0;
+    for (const w of this.#staged.values()) {
+      if (w.value === REMOVED) removes++;
+      else puts++;
+    }
+    return { puts, removes };
   }
 
   /** Writes staged so far (for stats). */

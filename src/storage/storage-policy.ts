@@ -36,7 +36,7 @@ export interface StoragePolicy {
 }
 
 export interface StoragePolicyDeps {
-  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen'>;
+  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen' | 'beforeReopen' | 'onTransaction'>;
   timings: CommitTimings;
   log?: Logger;
   now?: () => number;
@@ -72,7 +72,12 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
     cancelled: () => void scheduler.figures.cancelledWrites++,
   };
 
-  // A restore swapped the store: what was staged belongs to the data it replaced.
+  // An API write commits at once: what is staged in the background (or due) rides along for free.
+  store.onTransaction(() => scheduler.rideAlong());
+  // A restore is about to swap the store: what is staged belongs to the data it replaces and is
+  // written there first (the audit trail takes the replaced store's newer events over).
+  store.beforeReopen(() => scheduler.flushAll());
+  // Anything staged since (the swap's own moments) belongs to the replaced data too.
   store.onReopen(() => {
     scheduler.discardAll();
     for (const entry of tables.values()) {
