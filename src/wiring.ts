@@ -4,7 +4,7 @@ import type { GatewayConfig } from './config/index.js';
 import type { Logger } from './log/index.js';
 import type { Part } from './daemon.js';
 import { openStore, STORE_FILE, type Store } from './store/index.js';
-import { createStoragePolicy } from './storage/index.js';
+import { createFlashWear, createStoragePolicy } from './storage/index.js';
 import { createAccessEvents } from './auth/access-events.js';
 import { createPasswordHasher } from './auth/passwords.js';
 import { createTokenService } from './auth/token-service.js';
@@ -76,6 +76,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   // runs (broker state, bridge queues, the audit trail...) writes through it; API writes commit at once.
   const { holdMs, commitIntervalMs, backgroundCommitMs } = config.storage;
   const storage = createStoragePolicy({ store, timings: { holdMs, commitIntervalMs, backgroundCommitMs }, log: baseLog });
+  const flashWear = createFlashWear({ flash: config.storage.flash, log: baseLog });
   // The audit trail (docs/design.md §14): every part logs through `log`, whose audit events also go to the store.
   const audit = createAuditTrail({
     store,
@@ -204,6 +205,10 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       }
     },
     storeWritable: () => store.writeHealth().writable,
+    storageWrittenBytes: () => flashWear.writtenBytes(),
+    storageCommits: () => store.commits(),
+    storagePolicy: () => storage.stats(),
+    flashYears: () => flashWear.projection().projectedYears,
     freeDiskBytes: () => health.freeDiskBytes(),
     lastBackupEnd: () => {
       const backup = maintenance.status().backup;
@@ -217,6 +222,8 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       logins: () => auth.loginCounts(),
       freeDiskBytes: () => health.freeDiskBytes(),
       // Undefined while no bridge runs: the series then has no points.
+      writtenBytes: () => flashWear.writtenBytes(),
+      flash: () => flashWear.projection(),
       bridgeQueued: () => {
         const figures = bridges.figures();
         return figures.length === 0 ? undefined : figures.reduce((n, b) => n + b.queue.messages, 0);
@@ -308,6 +315,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       },
     },
     audit.part,
+    flashWear.part,
     {
       name: 'bootstrap',
       start: () => bootstrapAdmin({ store, users, roles, config, log }),

@@ -107,7 +107,7 @@ describe('GET /api/dashboard', function () {
     expect(last('bytesIn')).to.be.above(0);
     expect(last('rss')).to.be.above(10e6);
     expect(last('freeDisk')).to.be.above(0);
-    expect(view.series.map((s) => s.id)).to.deep.equal(['clients', 'messagesIn', 'messagesOut', 'bytesIn', 'bytesOut', 'dropped', 'loginFailures', 'cpu', 'rss', 'freeDisk']);
+    expect(view.series.map((s) => s.id)).to.deep.equal(['clients', 'messagesIn', 'messagesOut', 'bytesIn', 'bytesOut', 'dropped', 'loginFailures', 'cpu', 'rss', 'freeDisk', 'flashWrites']);
     const since = await gw.api('GET', `/api/dashboard?since=${view.times.at(-1)}`, { token: admin });
     expect(since.body.times).to.deep.equal([]);
     expect(since.body.series.every((s: { values: unknown[] }) => s.values.length === 0)).to.equal(true);

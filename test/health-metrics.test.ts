@@ -75,6 +75,11 @@ describe('health and metrics', function () {
       expect(text).to.match(/gatewayd_store_bytes [1-9]/);
       expect(text).to.match(/gatewayd_store_writable 1/);
       expect(text).to.match(/gatewayd_disk_free_bytes [1-9]/);
+      // The store wrote (the admin user, the CA): the kernel's count of this process's writes and the commits.
+      expect(text).to.match(/gatewayd_storage_written_bytes_total [1-9]/);
+      expect(text).to.match(/gatewayd_storage_commits_total [1-9]/);
+      expect(text).to.match(/gatewayd_storage_staged_writes \d/);
+      expect(text).to.match(/gatewayd_storage_writes_total\{outcome="committed"\} \d/);
       expect(text).to.match(/gatewayd_process_resident_memory_bytes [1-9]/);
       expect(text).to.match(/gatewayd_nodejs_eventloop_lag_seconds /);
       expect(text).to.match(/gatewayd_process_cpu_seconds_total [0-9.e-]+/);

@@ -3,6 +3,7 @@
 // are the difference of two samples; gauges are read as they are. Fixed-size typed arrays: the
 // ring never grows, and GET /api/dashboard copies at most one window out of it.
 import type { Part } from '../daemon.js';
+import type { FlashProjection } from '../storage/index.js';
 import type { BrokerMetricsSource } from './metrics.js';
 
 export type DashboardUnit = 'count' | 'per-second' | 'bytes' | 'bytes-per-second' | 'percent';
@@ -13,6 +14,10 @@ export interface DashboardSources {
   freeDiskBytes: () => Promise<number | undefined>;
   /** Messages waiting in bridge queues, when bridges exist (absent: no series). */
   bridgeQueued?: () => number | undefined;
+  /** Bytes this process caused to be written to the block device (/proc/self/io write_bytes). */
+  writtenBytes?: () => number | undefined;
+  /** The flash's projected life at the last hour's write rate (src/storage/flash-wear.ts). */
+  flash?: () => FlashProjection;
   /** Process CPU time and resident memory (defaults: this process). */
   cpuMicros?: () => number;
   rssBytes?: () => number;
@@ -31,6 +36,8 @@ export interface DashboardView {
   /** Epoch ms of each sample, oldest first. */
   times: number[];
   series: DashboardSeries[];
+  /** Writes to the flash and its projected life (when the gateway knows its flash). */
+  flash?: FlashProjection;
 }
 
 export interface Dashboard {
@@ -54,6 +61,7 @@ interface Reading {
   rss: number;
   freeDisk?: number;
   bridgeQueued?: number;
+  written?: number;
 }
 
 interface SeriesSpec {
@@ -97,6 +105,7 @@ function specs(intervalSeconds: number): SeriesSpec[] {
     },
     { id: 'rss', label: 'Memory (RSS)', unit: 'bytes', value: (_p, c) => c.rss },
     { id: 'freeDisk', label: 'Free disk', unit: 'bytes', value: (_p, c) => c.freeDisk },
+    { id: 'flashWrites', label: 'Written to flash', unit: 'bytes-per-second', value: perSecond((r) => r.written), optional: true },
   ];
 }
 
@@ -137,6 +146,7 @@ export function createDashboard(deps: { sources: DashboardSources; intervalMs: n
       rss: rssBytes(),
       freeDisk,
       bridgeQueued: sources.bridgeQueued?.(),
+      written: sources.writtenBytes?.(),
     };
   }
 
@@ -169,7 +179,8 @@ export function createDashboard(deps: { sources: DashboardSources; intervalMs: n
       if (s.optional && values.every((v) => v === null)) return;
       series.push({ id: s.id, label: s.label, unit: s.unit, values });
     });
-    return { intervalSeconds: deps.intervalMs / 1000, windowSeconds: Math.round((capacity * deps.intervalMs) / 1000), times: out, series };
+    const flash = sources.flash?.();
+    return { intervalSeconds: deps.intervalMs / 1000, windowSeconds: Math.round((capacity * deps.intervalMs) / 1000), times: out, series, ...(flash ? { flash } : {}) };
   }
 
   const tick = () => {

@@ -55,6 +55,14 @@ export interface MetricsSources {
   logins: () => { succeeded: number; failed: number };
   storeBytes: () => number | undefined;
   storeWritable: () => boolean;
+  /** /proc/self/io write_bytes of the process (undefined: not offered by the kernel). */
+  storageWrittenBytes?: () => number | undefined;
+  /** LMDB commits since the start (every writer's). */
+  storageCommits?: () => number;
+  /** Writes staged in memory by the storage policy, and its group commits. */
+  storagePolicy?: () => { stagedWrites: number; commits: number; committedWrites: number; cancelledWrites: number };
+  /** Projected years of the flash's rated endurance at the last hour's rate (null: unknown). */
+  flashYears?: () => number | null;
   freeDiskBytes: () => Promise<number | undefined>;
   /** End of the last successful backup (ISO), if any. */
   lastBackupEnd: () => string | undefined;
@@ -222,6 +230,28 @@ export function createMetrics(sources: MetricsSources): Metrics {
       if (n !== undefined) set(n);
     });
     metric('gauge', 'gatewayd_store_writable', '1 while the store can write.', [], (set) => set(sources.storeWritable() ? 1 : 0));
+    metric('counter', 'gatewayd_storage_written_bytes_total', 'Bytes the process caused to be written to the block device (/proc/self/io write_bytes).', [], (set) => {
+      const n = sources.storageWrittenBytes?.();
+      if (n !== undefined) set(n);
+    });
+    metric('counter', 'gatewayd_storage_commits_total', 'LMDB commits (each one transaction and one flush).', [], (set) => {
+      const n = sources.storageCommits?.();
+      if (n !== undefined) set(n);
+    });
+    metric('gauge', 'gatewayd_storage_staged_writes', 'Writes the storage policy holds in memory, not on flash yet.', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.stagedWrites);
+    });
+    metric('counter', 'gatewayd_storage_writes_total', 'Staged writes by outcome: committed to flash, or cancelled (acknowledged within the hold, never written).', ['outcome'], (set) => {
+      const p = sources.storagePolicy?.();
+      if (!p) return;
+      set(p.committedWrites, { outcome: 'committed' });
+      set(p.cancelledWrites, { outcome: 'cancelled' });
+    });
+    metric('gauge', 'gatewayd_storage_flash_projected_years', "Years until the flash's rated endurance is used at the last hour's write rate (storage.flash).", [], (set) => {
+      const y = sources.flashYears?.();
+      if (y !== undefined && y !== null) set(y);
+    });
     metric('gauge', 'gatewayd_disk_free_bytes', 'Free bytes on the data directory filesystem.', [], async (set) => {
       const n = await sources.freeDiskBytes();
       if (n !== undefined) set(n);

@@ -3,3 +3,4 @@ export { REMOVED, StagedTable, type RemoveHow, type StagedWrite, type WriteClass
 export type { CommitFigures, CommitTimings } from './commit-scheduler.js';
 export type { WriteTag } from './write-ledger.js';
 export { STORAGE_DEFAULTS } from './storage-defaults.js';
+export { createFlashWear, projectedYears, readProcessWriteBytes, WRITE_AMPLIFICATION, type FlashProjection, type FlashSpec, type FlashWear } from './flash-wear.js';

@@ -171,11 +171,20 @@ export interface DashboardSeries {
   unit: 'count' | 'per-second' | 'bytes' | 'bytes-per-second' | 'percent';
   values: (number | null)[];
 }
+export interface FlashProjection {
+  writtenBytesPerSecond: number | null;
+  windowSeconds: number;
+  projectedYears: number | null;
+  capacityBytes: number;
+  ratedWriteCycles: number;
+  writeAmplification: number;
+}
 export interface DashboardView {
   intervalSeconds: number;
   windowSeconds: number;
   times: number[];
   series: DashboardSeries[];
+  flash?: FlashProjection;
 }
 
 export interface ResourceType {

@@ -88,6 +88,17 @@ export function formatDuration(ms: number): string {
   return h > 0 ? `${h} h ${String(m).padStart(2, '0')} min` : `${m}:${String(sec).padStart(2, '0')} min`;
 }
 
+/** A byte count in words: 512 B, 3.4 KB, 8 GB (decimal units, as flash is sold). */
+export function formatBytes(n: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return `${i === 0 ? Math.round(n) : n.toFixed(n < 10 ? 1 : 0)} ${units[i]}`;
+}
+
 export function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
