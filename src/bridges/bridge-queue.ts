@@ -168,7 +168,8 @@ export class BridgeQueue {
       this.window.set(seq, queuedFrom(message, buf, seq, enqueuedAt));
       this.windowBytes += buf.length;
     }
-    this.table.put(this.writeId(seq), [this.id, seq], buf, { class: this.linkUp ? 'held' : 'prompt', owner: this.id, tag });
+    // A new sequence number (fresh): upstream's PUBACK cancels it without reading the database.
+    this.table.put(this.writeId(seq), [this.id, seq], buf, { class: this.linkUp ? 'held' : 'prompt', owner: this.id, tag, fresh: true });
     this.enforceLimits();
     this.wake();
   }

@@ -26,6 +26,11 @@ export interface WriteHow {
   owner?: string;
   /** Who waits for this write (WriteLedger). */
   tag?: WriteTag;
+  /**
+   * The key was never on disk (a queue's next sequence number): a removal before the commit
+   * cancels both without reading the database to make sure.
+   */
+  fresh?: boolean;
 }
 
 export interface RemoveHow extends Partial<WriteHow> {
@@ -46,8 +51,11 @@ export interface StagedWrite<V = unknown> {
   readonly owner: string | undefined;
   tags: WriteTag[] | undefined;
   state: 'staged' | 'committing' | 'done';
-  /** An earlier write of this id was committed or is being committed: the key may be on disk. */
-  mayBeOnDisk: boolean;
+  /**
+   * Whether the key may be on disk: true once an earlier write of this id was committed (or is
+   * being committed), false for a fresh key, 'unknown' until looked up.
+   */
+  mayBeOnDisk: boolean | 'unknown';
 }
 
 /** What a table needs from the policy that owns it. */
@@ -96,7 +104,7 @@ export class StagedTable<V> {
       this.#hasten(prev, how.class);
       return true;
     }
-    this.#stage(id, key, value, how, prev !== undefined);
+    this.#stage(id, key, value, how, prev !== undefined ? true : how.fresh ? false : 'unknown');
     return true;
   }
 
@@ -115,7 +123,7 @@ export class StagedTable<V> {
         this.#hasten(prev, cls);
         return;
       }
-      if (!prev.mayBeOnDisk && !this.db.doesExist(key)) {
+      if (prev.mayBeOnDisk === false || (prev.mayBeOnDisk === 'unknown' && !this.db.doesExist(key))) {
         this.#forget(prev);
         prev.state = 'done';
         this.#settle(prev);
@@ -259,7 +267,7 @@ export class StagedTable<V> {
 
   // ------------------------------------------------------------------ internals
 
-  #stage(id: string, key: Key, value: V | typeof REMOVED, how: WriteHow, mayBeOnDisk: boolean): void {
+  #stage(id: string, key: Key, value: V | typeof REMOVED, how: WriteHow, mayBeOnDisk: boolean | 'unknown'): void {
     const write: StagedWrite<V> = {
       table: this,
       id,

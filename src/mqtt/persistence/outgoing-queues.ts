@@ -72,7 +72,8 @@ export class OutgoingQueues {
     if (session.queued >= this.maxQueued) return false;
     const seq = session.nextSeq++;
     session.queued++;
-    this.put(session.key, seq, packet, how);
+    // A new sequence number: never on disk, so its acknowledgement cancels it without a read.
+    this.put(session.key, seq, packet, { ...how, fresh: true });
     session.queueIndex?.add(seq, packet);
     return true;
   }
