@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from '../src/config/index.js';
 import { inAddressRanges, parseAddressRanges } from '../src/config/address-ranges.js';
+import { STORAGE_DEFAULTS } from '../src/storage/index.js';
 import { mainScript, tempDir } from './support/harness.js';
 
 const run = promisify(execFile);
@@ -111,6 +112,30 @@ describe('configuration', () => {
     expect(err!.stderr.trim().split('\n')).to.have.length(1);
     expect(err!.stderr).to.match(/invalid configuration: http\.port/);
     expect(err!.stdout).to.equal('');
+  });
+
+  it('takes the storage policy from the storage section, its defaults those the parts use without configuration, and refuses values out of range naming the key', async () => {
+    const c = loadConfig({ env: {} });
+    expect(c.storage).to.deep.equal({ holdMs: 1000, commitIntervalMs: 250, backgroundCommitMs: 10000, flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 } });
+    const { holdMs, commitIntervalMs, backgroundCommitMs } = c.storage;
+    expect({ holdMs, commitIntervalMs, backgroundCommitMs }).to.deep.equal(STORAGE_DEFAULTS);
+    expect(loadConfig({ env: { GATEWAYD_SET__STORAGE__HOLD_MS: '0', GATEWAYD_SET__STORAGE__FLASH__RATED_WRITE_CYCLES: '20000' } }).storage).to.include({ holdMs: 0 });
+    for (const [key, value, named] of [
+      ['GATEWAYD_SET__STORAGE__HOLD_MS', '60001', 'storage.holdMs'],
+      ['GATEWAYD_SET__STORAGE__COMMIT_INTERVAL_MS', '5', 'storage.commitIntervalMs'],
+      ['GATEWAYD_SET__STORAGE__BACKGROUND_COMMIT_MS', '600000', 'storage.backgroundCommitMs'],
+      ['GATEWAYD_SET__STORAGE__FLASH__CAPACITY_BYTES', '1000', 'storage.flash.capacityBytes'],
+    ] as const) {
+      expect(() => loadConfig({ env: { [key]: value } }), key).to.throw(ConfigError, new RegExp(named.replace(/\./g, '\\.')));
+    }
+    const err = await run(process.execPath, [mainScript], {
+      env: { PATH: process.env.PATH ?? '', GATEWAYD_DATA_DIR: tempDir(), GATEWAYD_SET__STORAGE__BACKGROUND_COMMIT_MS: '3600000' },
+    }).then(
+      () => null,
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(err?.code).to.equal(CONFIG_EXIT_CODE);
+    expect(err!.stderr).to.match(/invalid configuration: storage\.backgroundCommitMs/);
   });
 
   it('stops with 78 when the admin password breaks the password policy', async () => {
