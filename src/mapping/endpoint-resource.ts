@@ -139,7 +139,7 @@ export class EndpointResource extends EnableableResource {
       dataPlane.subscribe(`${def.topic}/req`, (topic) =>
         this.guard(topic, async () => {
           const value = await driver.read(def);
-          this.conn.counted();
+          this.readTaken();
           const ctx = this.context(topic);
           await this.ctx.publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
           this.conn.counters.published++;
@@ -154,7 +154,7 @@ export class EndpointResource extends EnableableResource {
       this.guard(
         topic,
         async () => {
-          this.conn.counted();
+          this.readTaken();
           const out = await this.ctx.applyRules(value, this.context(topic), this.filter, this.transform);
           if (out) await this.published(def.topic, out.value);
         },
@@ -254,7 +254,7 @@ export class EndpointResource extends EnableableResource {
         this.def.topic,
         async () => {
           const value = await driver.read(this.def);
-          this.conn.counted();
+          this.readTaken();
           const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
           if (out && active) await this.published(this.def.topic, out.value);
         },
@@ -270,7 +270,14 @@ export class EndpointResource extends EnableableResource {
       if (timer !== undefined) timers.clearTimeout(timer);
     };
   }
+  /** A reading came from the device: counted, and the last read failure (the message) is over. */
+  readTaken(): void {
+    this.conn.counted();
+    if (this.message !== undefined && this.current === 'enabled') this.message = undefined;
+  }
+  /** A poll, or a message the device pushed, failed: the endpoint's message until the next reading. */
   readFailed(error: string): void {
+    this.message = error;
     const at = Date.now();
     for (const o of this.observers) o.readFailed(error, at);
   }

@@ -5,6 +5,7 @@
 
 import { bridgeSchema } from '../bridges/bridge-definition.js';
 import { etherNetIpAddressSchema, etherNetIpConfigurationSchema } from './drivers/ethernet-ip-schemas.js';
+import { s7AddressSchema, s7ConfigurationSchema } from './s7-address.js';
 import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;
@@ -89,11 +90,11 @@ export const connectionSchema: Schema = {
   required: ['protocol', 'configuration'],
   properties: {
     description,
-    protocol: { type: 'string', enum: ['Modbus', 'Mqtt', 'Http', 'Opcua', 'EtherNetIp'] },
+    protocol: { type: 'string', enum: ['Modbus', 'Mqtt', 'Http', 'Opcua', 'EtherNetIp', 'S7'] },
     targetState: connectionTarget,
-    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus: Modbus TCP {host} or ModbusRtu {path}; Mqtt, Http, Opcua, EtherNetIp).' },
+    configuration: { type: 'object', description: 'Protocol settings: see the definitions (Modbus: Modbus TCP {host} or ModbusRtu {path}; Mqtt, Http, Opcua, EtherNetIp, S7).' },
   },
-  definitions: { Modbus: modbusConfigurationSchema, ModbusRtu: modbusRtuConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema, EtherNetIp: etherNetIpConfigurationSchema },
+  definitions: { Modbus: modbusConfigurationSchema, ModbusRtu: modbusRtuConfigurationSchema, Mqtt: mqttConfigurationSchema, Http: httpConfigurationSchema, Opcua: opcuaConfigurationSchema, EtherNetIp: etherNetIpConfigurationSchema, S7: s7ConfigurationSchema },
 };
 
 export const modbusAddressSchema: Schema = {
@@ -143,14 +144,14 @@ export const endpointSchema: Schema = {
     description,
     connection: { type: 'string', minLength: 1, description: 'The connection: !ref <resourceName>.' },
     operation: { type: 'string', enum: ['read', 'write'] },
-    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http, Opcua, EtherNetIp).' },
+    address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http, Opcua, EtherNetIp, S7).' },
     topic: { ...topic, description: 'Broker topic; default services/<serviceId>/<resourceName>.' },
-    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus, Http, Opcua and EtherNetIp: publish a reading at this interval.' },
+    pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus, Http, Opcua, EtherNetIp and S7: publish a reading at this interval.' },
     transform: rule,
     filter: rule,
     targetState: enableTarget,
   },
-  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema, Opcua: opcuaAddressSchema, EtherNetIp: etherNetIpAddressSchema },
+  definitions: { Modbus: modbusAddressSchema, Mqtt: mqttAddressSchema, Http: httpAddressSchema, Opcua: opcuaAddressSchema, EtherNetIp: etherNetIpAddressSchema, S7: s7AddressSchema },
 };
 
 export const mappingItemSchema: Schema = {

@@ -13,6 +13,7 @@ import { etherNetIpAddressProblems, etherNetIpAddressSchema, etherNetIpConfigura
 import { compileRule, RuleError } from './rules.js';
 import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
+import { s7AddressProblems, s7AddressSchema, s7ConfigurationSchema } from './s7-address.js';
 import { sparkplugDef, type SparkplugDef, type SparkplugUpstream } from './sparkplug-file.js';
 
 export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugUpstream, SparkplugVia } from './sparkplug-file.js';
@@ -31,7 +32,7 @@ import {
   type ResourceType,
 } from './schemas.js';
 
-export type Protocol = 'Modbus' | 'Mqtt' | 'Http' | 'Opcua' | 'EtherNetIp';
+export type Protocol = 'Modbus' | 'Mqtt' | 'Http' | 'Opcua' | 'EtherNetIp' | 'S7';
 
 export interface ConnectionDef {
   kind: 'connection';
@@ -175,6 +176,7 @@ function serviceValidators(): ServiceValidators {
       Http: ajv.compile(httpConfigurationSchema),
       Opcua: ajv.compile(opcuaConfigurationSchema),
       EtherNetIp: ajv.compile(etherNetIpConfigurationSchema),
+      S7: ajv.compile(s7ConfigurationSchema),
     },
     address: {
       Modbus: ajv.compile(modbusAddressSchema),
@@ -182,6 +184,7 @@ function serviceValidators(): ServiceValidators {
       Http: ajv.compile(httpAddressSchema),
       Opcua: ajv.compile(opcuaAddressSchema),
       EtherNetIp: ajv.compile(etherNetIpAddressSchema),
+      S7: ajv.compile(s7AddressSchema),
     },
   };
   return compiledValidators;
@@ -367,8 +370,13 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
           }
           if (protocol === 'Mqtt' && p.operation === 'write' && /[#+]/.test(p.address.topic)) throw new FileError(`${path}.address.topic`, 'a write endpoint needs a concrete topic');
           if (protocol === 'EtherNetIp') for (const problem of etherNetIpAddressProblems(p.address)) throw new FileError(`${path}.address.${problem.path}`, problem.reason);
+          if (protocol === 'S7') {
+            const found = s7AddressProblems(p.address);
+            for (const [at, reason] of found) problems.push({ path: `${path}.address.${at}`, reason });
+            if (found.length) throw REPORTED;
+          }
           if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {
-            throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http, Opcua and EtherNetIp connections poll');
+            throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http, Opcua, EtherNetIp and S7 connections poll');
           }
           if (protocol === 'Opcua' && p.address.samplingIntervalMs !== undefined) {
             if (p.operation !== 'read') throw new FileError(`${path}.address.samplingIntervalMs`, 'only read endpoints subscribe');

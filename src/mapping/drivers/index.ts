@@ -8,6 +8,8 @@ import { createHttpDriver, type HttpConfiguration } from './http.js';
 import { createModbusDriver, type ModbusConfiguration } from './modbus.js';
 import { createMqttDriver, type MqttConfiguration } from './mqtt.js';
 import { createOpcuaDriver, type OpcuaConfiguration } from './opcua.js';
+import { createS7Driver } from './s7.js';
+import type { S7Configuration } from '../s7-address.js';
 import type { OpcuaSupport } from '../opcua-support.js';
 import { createSerialLines } from './serial-lines.js';
 import type { ConnectionDriver } from './types.js';
@@ -27,6 +29,8 @@ export function createProtocolDrivers(deps: { log: Logger; opcua: () => OpcuaSup
         return createHttpDriver(def.configuration as HttpConfiguration);
       case 'EtherNetIp':
         return createEtherNetIpDriver(def.configuration as EtherNetIpConfiguration);
+      case 'S7':
+        return createS7Driver(def.configuration as S7Configuration);
       case 'Opcua': {
         const support = deps.opcua();
         return support ? createOpcuaDriver(def.configuration as OpcuaConfiguration, { support, log: deps.log, id: def.id }) : undefined;

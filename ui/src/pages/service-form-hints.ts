@@ -11,7 +11,7 @@ import type { FormHints } from '../components/schema-form.js';
 export const serviceFormHints: FormHints = {
   refTypes: { connection: 'Connection', server: 'Server::Opcua', sourceEndpoint: 'Endpoint', targetEndpoint: 'Endpoint', endpoint: 'Endpoint', writeEndpoint: 'Endpoint' },
   definitionLabels: {
-    Connection: { Modbus: 'Modbus TCP', ModbusRtu: 'Modbus RTU (serial line)', Mqtt: 'MQTT broker', Http: 'HTTP server', Opcua: 'OPC UA server', EtherNetIp: 'EtherNet/IP (Logix controller)' },
-    Endpoint: { Modbus: 'Modbus register or bit', Mqtt: 'MQTT topic', Http: 'HTTP path', Opcua: 'OPC UA node', EtherNetIp: 'Logix tag' },
+    Connection: { Modbus: 'Modbus TCP', ModbusRtu: 'Modbus RTU (serial line)', Mqtt: 'MQTT broker', Http: 'HTTP server', Opcua: 'OPC UA server', EtherNetIp: 'EtherNet/IP (Logix controller)', S7: 'Siemens S7 CPU' },
+    Endpoint: { Modbus: 'Modbus register or bit', Mqtt: 'MQTT topic', Http: 'HTTP path', Opcua: 'OPC UA node', EtherNetIp: 'Logix tag', S7: 'S7 address (DB, I, Q, M)' },
   },
 };

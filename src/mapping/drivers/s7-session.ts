@@ -1,0 +1,280 @@
+// One ISO-on-TCP connection to an S7 CPU (s7-protocol.ts for the bytes): the COTP connection
+// and PDU negotiation, then jobs matched to their answers by PDU reference, at most as many at
+// once as the CPU granted. Reads and writes of any number of items are packed into as few
+// requests as the negotiated PDU allows (at most 20 items each); an item longer than a PDU is
+// read or written in parts. A job the CPU does not answer within timeoutMs, a malformed answer,
+// or the socket closing ends the session: every pending job fails and onClosed is told why.
+import net from 'node:net';
+import {
+  answerRoom,
+  connectRequest,
+  FrameReader,
+  isConnectConfirm,
+  MAX_ITEMS_PER_REQUEST,
+  maxReadLength,
+  maxWriteLength,
+  parseAnswer,
+  parseReadAnswer,
+  parseSetupAnswer,
+  parseWriteAnswer,
+  readCost,
+  readRequest,
+  requestRoom,
+  setupRequest,
+  writeCost,
+  writeRequest,
+  type S7Answer,
+  type S7ItemResult,
+  type S7Range,
+} from './s7-protocol.js';
+
+export interface S7Target {
+  host: string;
+  port: number;
+  rack: number;
+  slot: number;
+  timeoutMs: number;
+}
+
+export type S7WriteResult = { ok: true } | { ok: false; reason: string };
+
+export interface S7Session {
+  /** The PDU length the CPU granted. */
+  readonly pduLength: number;
+  /** Jobs the CPU takes at once. */
+  readonly jobs: number;
+  /** Reads byte ranges; one result per range, in order. */
+  read(ranges: S7Range[]): Promise<S7ItemResult[]>;
+  /** Writes byte ranges (or single bits); one result per item, in order. */
+  write(items: Array<{ range: S7Range; data: Buffer }>): Promise<S7WriteResult[]>;
+  /** Ends the connection; pending jobs fail. onClosed is not called. */
+  close(): void;
+  /** Called once when the connection ends by itself (the CPU, the network, a timeout). */
+  onClosed(listener: (reason: string) => void): void;
+}
+
+/** The PDU length asked for (S7-1500 grants 960, S7-300 240) and the parallel jobs. */
+const WANTED_PDU = 960;
+const WANTED_JOBS = 8;
+
+interface Job {
+  send: (ref: number) => Buffer;
+  take: (answer: S7Answer) => void;
+  fail: (err: Error) => void;
+}
+
+class Connection {
+  pduLength = 240;
+  jobs = 1;
+  private readonly pending = new Map<number, { job: Job; timer: NodeJS.Timeout }>();
+  private readonly waiting: Job[] = [];
+  private nextRef = 1;
+  private ended: string | undefined;
+  closedListener: (reason: string) => void = () => {};
+  /** During the handshake: where the next COTP unit or S7 answer goes. */
+  private handshake: { cotp: (u: Buffer) => void; pdu: (a: S7Answer) => void } | undefined;
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly timeoutMs: number,
+  ) {
+    const reader = new FrameReader(
+      (pdu) => this.answer(parseAnswer(pdu)),
+      (cotp) => this.handshake?.cotp(cotp),
+    );
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        reader.push(chunk);
+      } catch (err) {
+        this.end((err as Error).message);
+      }
+    });
+    socket.on('error', (err) => this.end(err.message));
+    socket.on('close', () => this.end('connection closed by the PLC'));
+  }
+
+  /** Runs the COTP connection and the communication setup; rejects when the CPU refuses. */
+  async open(rack: number, slot: number): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.handshake = {
+        cotp: (unit) => (isConnectConfirm(unit) ? resolve() : reject(new Error(`the PLC refused the connection to rack ${rack}, slot ${slot}`))),
+        pdu: () => reject(new Error('unexpected S7 answer before the connection was confirmed')),
+      };
+      this.failHandshake = reject;
+      this.socket.write(connectRequest(rack, slot));
+    });
+    const granted = await new Promise<{ pduLength: number; jobs: number }>((resolve, reject) => {
+      this.handshake = {
+        cotp: () => reject(new Error('unexpected COTP unit during the communication setup')),
+        pdu: (answer) => {
+          try {
+            resolve(parseSetupAnswer(answer));
+          } catch (err) {
+            reject(err as Error);
+          }
+        },
+      };
+      this.failHandshake = reject;
+      this.socket.write(setupRequest(0, WANTED_PDU, WANTED_JOBS));
+    });
+    this.handshake = undefined;
+    this.failHandshake = undefined;
+    this.pduLength = Math.min(granted.pduLength, WANTED_PDU);
+    this.jobs = Math.min(granted.jobs, WANTED_JOBS);
+  }
+  /** Set while connecting: rejects the step in progress when the connection ends (onClosed is not told). */
+  failHandshake: ((err: Error) => void) | undefined;
+
+  private answer(a: S7Answer): void {
+    if (this.handshake) return this.handshake.pdu(a);
+    const p = this.pending.get(a.ref);
+    if (!p) return; // not ours (a job already failed): ignored
+    this.pending.delete(a.ref);
+    clearTimeout(p.timer);
+    try {
+      p.job.take(a);
+    } catch (err) {
+      // A malformed answer: the stream cannot be trusted any more.
+      p.job.fail(err as Error);
+      this.end((err as Error).message);
+      return;
+    }
+    this.pump();
+  }
+
+  /** Sends one job (now, or once fewer than `jobs` are out); its answer goes to `parse`. */
+  exchange<T>(request: (ref: number) => Buffer, parse: (answer: S7Answer) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.ended) return reject(new Error(this.ended));
+      this.waiting.push({ send: request, take: (a) => resolve(parse(a)), fail: reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (!this.ended && this.pending.size < this.jobs && this.waiting.length) {
+      const job = this.waiting.shift()!;
+      const ref = this.nextRef;
+      this.nextRef = this.nextRef === 0xffff ? 1 : this.nextRef + 1;
+      const timer = setTimeout(() => this.end(`the PLC did not answer within ${this.timeoutMs} ms`), this.timeoutMs);
+      this.pending.set(ref, { job, timer });
+      this.socket.write(job.send(ref));
+    }
+  }
+
+  /** Ends the connection once: pending and waiting jobs fail with `reason`. */
+  end(reason: string, quietly = false): void {
+    if (this.ended) return;
+    this.ended = reason;
+    this.socket.destroy();
+    const err = new Error(reason);
+    for (const { job, timer } of this.pending.values()) {
+      clearTimeout(timer);
+      job.fail(err);
+    }
+    this.pending.clear();
+    for (const job of this.waiting.splice(0)) job.fail(err);
+    if (this.failHandshake) this.failHandshake(err);
+    else if (!quietly) this.closedListener(reason);
+  }
+}
+
+/** Cuts ranges longer than `max` bytes into parts: [range index, offset in it, part]. */
+function partsOf(ranges: S7Range[], max: number): Array<{ index: number; offset: number; range: S7Range }> {
+  const parts: Array<{ index: number; offset: number; range: S7Range }> = [];
+  ranges.forEach((r, index) => {
+    for (let offset = 0; offset < r.length; offset += max) parts.push({ index, offset, range: { ...r, start: r.start + offset, length: Math.min(max, r.length - offset) } });
+  });
+  return parts;
+}
+
+/** Groups items in order into requests: at most 20 each, within the request and answer room. */
+function pack<T>(items: T[], cost: (item: T) => { request: number; answer: number }, pduLength: number): T[][] {
+  const groups: T[][] = [];
+  let group: T[] = [];
+  let request = 0;
+  let answer = 0;
+  for (const item of items) {
+    const c = cost(item);
+    if (group.length && (group.length === MAX_ITEMS_PER_REQUEST || request + c.request > requestRoom(pduLength) || answer + c.answer > answerRoom(pduLength))) {
+      groups.push(group);
+      group = [];
+      request = 0;
+      answer = 0;
+    }
+    group.push(item);
+    request += c.request;
+    answer += c.answer;
+  }
+  if (group.length) groups.push(group);
+  return groups;
+}
+
+export async function openS7Session(target: S7Target): Promise<S7Session> {
+  const socket = net.connect({ host: target.host, port: target.port });
+  socket.setNoDelay(true);
+  const conn = new Connection(socket, target.timeoutMs);
+  const deadline = setTimeout(() => conn.end(`no S7 connection to ${target.host}:${target.port} within ${target.timeoutMs} ms`), target.timeoutMs);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      conn.failHandshake = reject;
+      socket.once('connect', resolve);
+    });
+    await conn.open(target.rack, target.slot);
+  } catch (err) {
+    conn.end((err as Error).message, true);
+    throw err;
+  } finally {
+    clearTimeout(deadline);
+  }
+
+  return {
+    get pduLength() {
+      return conn.pduLength;
+    },
+    get jobs() {
+      return conn.jobs;
+    },
+    async read(ranges) {
+      const parts = partsOf(ranges, maxReadLength(conn.pduLength));
+      const requests = pack(parts, (p) => readCost(p.range), conn.pduLength);
+      const answers = await Promise.all(
+        requests.map((group) => {
+          const wire = group.map((p) => p.range);
+          return conn.exchange((ref) => readRequest(ref, wire), (a) => parseReadAnswer(a, wire));
+        }),
+      );
+      // Parts back into their ranges: the first failed part is the range's result.
+      const data = ranges.map((r) => Buffer.alloc(r.length));
+      const failed: Array<string | undefined> = ranges.map(() => undefined);
+      requests.forEach((group, g) =>
+        group.forEach((p, i) => {
+          const result = answers[g]![i]!;
+          if (!result.ok) failed[p.index] ??= result.reason;
+          else result.data.copy(data[p.index]!, p.offset);
+        }),
+      );
+      return ranges.map((_r, i) => (failed[i] === undefined ? { ok: true, data: data[i]! } : { ok: false, reason: failed[i] }));
+    },
+    async write(items) {
+      const max = maxWriteLength(conn.pduLength);
+      const parts = items.flatMap((item, index) =>
+        item.range.bit !== undefined ? [{ index, range: item.range, data: item.data }] : partsOf([item.range], max).map((p) => ({ index, range: p.range, data: item.data.subarray(p.offset, p.offset + p.range.length) })),
+      );
+      const requests = pack(parts, (p) => ({ request: writeCost(p.data), answer: 1 }), conn.pduLength);
+      const answers = await Promise.all(requests.map((group) => conn.exchange((ref) => writeRequest(ref, group), (a) => parseWriteAnswer(a, group.length))));
+      const results: S7WriteResult[] = items.map(() => ({ ok: true }));
+      requests.forEach((group, g) =>
+        group.forEach((p, i) => {
+          const r = answers[g]![i]!;
+          if (!r.ok && results[p.index]!.ok) results[p.index] = r;
+        }),
+      );
+      return results;
+    },
+    close: () => conn.end('closed', true),
+    onClosed(listener) {
+      conn.closedListener = listener;
+    },
+  };
+}
