@@ -11,7 +11,7 @@ import type { ConnectionResource } from './connection-resource.js';
 import { DeviceError, type ConnectionDriver } from './drivers/types.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { EndpointView } from './resource-views.js';
-import { errorText, MAX_IN_FLIGHT, RETIRE_TIMEOUT_MS, type MessageProperties, type RuntimeContext } from './runtime-context.js';
+import { errorText, MAX_IN_FLIGHT, publishOptions, RETIRE_TIMEOUT_MS, type MessageProperties, type PublishOptions, type RuntimeContext } from './runtime-context.js';
 import type { EndpointDef } from './service-files.js';
 import { decodePayload } from './topics.js';
 
@@ -51,6 +51,8 @@ export class EndpointResource extends EnableableResource {
   dropped = 0;
   /** The last failure logged at info/warn; repeats (every poll) go to debug. */
   lastError: string | undefined;
+  /** How readings are published (the definition's qos and retain). */
+  readonly readingOptions: PublishOptions | undefined;
   constructor(
     ctx: RuntimeContext,
     readonly def: EndpointDef,
@@ -59,6 +61,7 @@ export class EndpointResource extends EnableableResource {
     super(ctx, 'endpoint', def.id, def.targetState);
     this.filter = ctx.rule(def.filter);
     this.transform = ctx.rule(def.transform);
+    this.readingOptions = publishOptions(def);
     conn.endpoints.push(this);
   }
   view(): EndpointView {
@@ -240,7 +243,7 @@ export class EndpointResource extends EnableableResource {
       const at = Date.now();
       for (const o of this.observers) o.reading(value, at);
     }
-    await this.ctx.publish(topic, value);
+    await this.ctx.publish(topic, value, this.readingOptions);
     this.conn.counters.published++;
   }
   poll(driver: ConnectionDriver, intervalMs: number): () => void {

@@ -5,7 +5,7 @@
 import type { CompiledRule, RuleContext } from './rules.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { MappingView } from './resource-views.js';
-import { errorText, MAX_IN_FLIGHT, MAX_MAPPING_HOPS, type RuntimeContext } from './runtime-context.js';
+import { errorText, MAX_IN_FLIGHT, MAX_MAPPING_HOPS, publishOptions, type PublishOptions, type RuntimeContext } from './runtime-context.js';
 import type { MappingDef, MappingItemDef } from './service-files.js';
 import { decodePayload, encodePayload, fillTopic, parseNamedFilter, varsOf, type NamedFilter } from './topics.js';
 
@@ -14,6 +14,8 @@ interface MappingItem {
   source: NamedFilter;
   target: string;
   viaEndpoint: boolean;
+  /** The item's qos and retain. */
+  options: PublishOptions | undefined;
   filter: CompiledRule | undefined;
   transform: CompiledRule | undefined;
 }
@@ -36,7 +38,7 @@ export class MappingResource extends EnableableResource {
     this.items = def.mappings.map((m) => {
       const sourceTopic = m.sourceEndpoint !== undefined ? topicOf(m.sourceEndpoint) : m.source!;
       const targetTopic = m.targetEndpoint !== undefined ? `${topicOf(m.targetEndpoint)}/set` : m.target!;
-      return { def: m, source: parseNamedFilter(sourceTopic), target: targetTopic, viaEndpoint: m.targetEndpoint !== undefined, filter: ctx.rule(m.filter), transform: ctx.rule(m.transform) };
+      return { def: m, source: parseNamedFilter(sourceTopic), target: targetTopic, viaEndpoint: m.targetEndpoint !== undefined, options: publishOptions(m), filter: ctx.rule(m.filter), transform: ctx.rule(m.transform) };
     });
     if (!ctx.dataPlane) this.message = 'the embedded broker is not running (mqtt.enabled is false)';
   }
@@ -89,7 +91,8 @@ export class MappingResource extends EnableableResource {
         if (!out || !dataPlane) return;
         const buf = encodePayload(out.value);
         hops.set(buf, hop + 1);
-        await dataPlane.publish(item.viaEndpoint ? item.target : fillTopic(item.target, vars), buf);
+        const to = item.viaEndpoint ? item.target : fillTopic(item.target, vars);
+        await (item.options ? dataPlane.publish(to, buf, item.options) : dataPlane.publish(to, buf));
       })
       .catch((err: unknown) => log.warn('mapping failed', { id: this.def.id, topic, error: errorText(err) }))
       .finally(() => {

@@ -29,6 +29,19 @@ export interface MessageProperties {
   correlationData?: Buffer;
 }
 
+/** How a message goes out on the data plane (absent: QoS 0, not retained). */
+export interface PublishOptions {
+  qos?: 0 | 1 | 2;
+  retain?: boolean;
+  properties?: MessageProperties;
+}
+
+/** The publish options of a definition's qos and retain; undefined for the plain QoS 0 publish. */
+export function publishOptions(def: { qos?: 0 | 1 | 2; retain?: boolean }): PublishOptions | undefined {
+  if (!def.qos && !def.retain) return undefined;
+  return { qos: def.qos ?? 0, retain: def.retain ?? false };
+}
+
 export function errorText(err: unknown): string {
   if (err instanceof Error) return err.message;
   // Some libraries (modbus-serial's timeouts) throw objects that are not Errors.
@@ -58,7 +71,7 @@ export interface RuntimeContext {
   rule(src: string | undefined): CompiledRule | undefined;
   /** filter then transform; undefined: dropped by the filter. */
   applyRules(value: unknown, context: RuleContext, filter: CompiledRule | undefined, transform: CompiledRule | undefined): Promise<{ value: unknown } | undefined>;
-  publish(topic: string, value: unknown, options?: { qos?: 0 | 1; properties?: MessageProperties }): Promise<void>;
+  publish(topic: string, value: unknown, options?: PublishOptions): Promise<void>;
   /** Mapping generation of each payload a mapping published (absent: 0, from a client or endpoint). */
   readonly hops: WeakMap<Buffer, number>;
 }

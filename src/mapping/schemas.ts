@@ -15,6 +15,9 @@ const topic: Schema = { type: 'string', minLength: 1, maxLength: 1024, pattern: 
 const connectionTarget: Schema = { type: 'string', enum: ['connected', 'disconnected'], default: 'connected' };
 const enableTarget: Schema = { type: 'string', enum: ['enabled', 'disabled'], default: 'enabled' };
 const description: Schema = { type: 'string', maxLength: 4096 };
+// Without `default`: the validator would write it into every definition (and the mapping views).
+const publishQos = (what: string): Schema => ({ type: 'integer', enum: [0, 1, 2], description: `${what}: 0 (default), 1 or 2.` });
+const publishRetain = (what: string): Schema => ({ type: 'boolean', description: `${what}; default false.` });
 
 export const modbusConfigurationSchema: Schema = {
   type: 'object',
@@ -147,6 +150,8 @@ export const endpointSchema: Schema = {
     address: { type: 'object', description: 'Protocol address: see the definitions (Modbus, Mqtt, Http, Opcua, EtherNetIp, S7).' },
     topic: { ...topic, description: 'Broker topic; default services/<serviceId>/<resourceName>.' },
     pollIntervalMs: { type: 'integer', minimum: 10, maximum: 86_400_000, description: 'read endpoints of Modbus, Http, Opcua, EtherNetIp and S7: publish a reading at this interval.' },
+    qos: publishQos('read endpoints: the QoS of the readings on the topic'),
+    retain: publishRetain('read endpoints: readings are retained (a subscriber that comes later gets the last one at once)'),
     transform: rule,
     filter: rule,
     targetState: enableTarget,
@@ -163,6 +168,8 @@ export const mappingItemSchema: Schema = {
     sourceEndpoint: { type: 'string', minLength: 1, description: 'Instead of source: an endpoint (!ref) whose topic is the source.' },
     target: { type: 'string', minLength: 1, maxLength: 1024, description: 'Broker topic; `{name}` is replaced by a named wildcard value.' },
     targetEndpoint: { type: 'string', minLength: 1, description: 'Instead of target: a write endpoint (!ref); the result goes to its <topic>/set.' },
+    qos: publishQos('the QoS of what the item publishes'),
+    retain: publishRetain('what the item publishes to its target is retained (not for a targetEndpoint: a retained write would be written again)'),
     transform: rule,
     filter: rule,
   },

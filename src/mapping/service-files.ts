@@ -54,6 +54,9 @@ export interface EndpointDef {
   address: Record<string, any>;
   topic: string;
   pollIntervalMs?: number;
+  /** Read endpoints: how readings are published (absent: QoS 0, not retained). */
+  qos?: 0 | 1 | 2;
+  retain?: boolean;
   transform?: string;
   filter?: string;
   targetState: 'enabled' | 'disabled';
@@ -64,6 +67,9 @@ export interface MappingItemDef {
   sourceEndpoint?: string;
   target?: string;
   targetEndpoint?: string;
+  /** How the item publishes (absent: QoS 0, not retained). */
+  qos?: 0 | 1 | 2;
+  retain?: boolean;
   transform?: string;
   filter?: string;
 }
@@ -378,6 +384,9 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
           if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {
             throw new FileError(`${path}.pollIntervalMs`, 'only read endpoints of Modbus, Http, Opcua, EtherNetIp and S7 connections poll');
           }
+          for (const key of ['qos', 'retain'] as const) {
+            if (p.operation === 'write' && p[key] !== undefined) throw new FileError(`${path}.${key}`, `a write endpoint publishes no readings (${key} is for read endpoints)`);
+          }
           if (protocol === 'Opcua' && p.address.samplingIntervalMs !== undefined) {
             if (p.operation !== 'read') throw new FileError(`${path}.address.samplingIntervalMs`, 'only read endpoints subscribe');
             if (p.pollIntervalMs !== undefined) throw new FileError(`${path}.pollIntervalMs`, 'an endpoint either polls (pollIntervalMs) or subscribes (address.samplingIntervalMs)');
@@ -387,6 +396,8 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
         const topic = (p.topic as string | undefined) ?? `services/${serviceId}/${name}`;
         const def: EndpointDef = { kind: 'endpoint', ...base, connectionId: p.connection, protocol, operation: p.operation, address: p.address, topic, targetState: p.targetState };
         if (p.pollIntervalMs !== undefined) def.pollIntervalMs = p.pollIntervalMs;
+        if (p.qos !== undefined) def.qos = p.qos;
+        if (p.retain !== undefined) def.retain = p.retain;
         if (p.transform !== undefined) def.transform = p.transform;
         if (p.filter !== undefined) def.filter = p.filter;
         endpoints.set(def.id, def);
@@ -452,6 +463,10 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
         }),
         collect(() => {
           if (item.target !== undefined && /[#+]/.test(item.target)) throw new FileError(`${at}.target`, 'a target is a concrete topic ({name} inserts a wildcard value)');
+        }),
+        collect(() => {
+          // A retained write request would be written to the device again whenever its endpoint subscribes.
+          if (item.targetEndpoint !== undefined && item.retain) throw new FileError(`${at}.retain`, 'a write endpoint\'s <topic>/set is never retained');
         }),
         collect(() => compiles(item.transform, `${at}.transform`)),
         collect(() => compiles(item.filter, `${at}.filter`)),

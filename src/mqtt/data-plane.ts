@@ -28,11 +28,11 @@ export interface TappedPublish {
 
 export interface DataPlane {
   /**
-   * QoS 0 or 1 publish from the daemon itself; rejects on $SYS topics or a stopped broker.
+   * A publish from the daemon itself (QoS 0 by default); rejects on $SYS topics or a stopped broker.
    * `durable`: resolves only once every copy the publish made is safe (durable, or taken by its
    * recipient), for a message the daemon acknowledges to someone else (a bridge's upstream).
    */
-  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1; retain?: boolean; properties?: DataPlaneProperties; durable?: boolean }): Promise<void>;
+  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1 | 2; retain?: boolean; properties?: DataPlaneProperties; durable?: boolean }): Promise<void>;
   /** Every publish matching `filter` (from clients or the data plane), with its MQTT 5 properties; returns the unsubscribe function. */
   subscribe(filter: string, handler: (topic: string, payload: Buffer, properties?: DataPlaneProperties) => void): () => void;
   /**
