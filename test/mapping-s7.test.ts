@@ -2,14 +2,16 @@
 // child process of the test kit (support/snap7-server.ts), its memory filled and changed by the
 // tests. Every type read and written, the endpoints of a connection read in one request, the
 // CPU's refusals as the endpoints' errors, values that do not fit, the write path's permission,
-// the API views and /metrics, bad addresses refused with their paths, and a CPU that loses power
-// and comes back.
+// the API views and /metrics, bad addresses refused with their paths, a CPU that loses power
+// and comes back, and S7 endpoints as the metrics of a Sparkplug B device (DBIRTH, DDATA, DCMD).
 import { expect } from 'chai';
 import type { MqttClient } from 'mqtt';
 import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
 import { closed, collect, connect, endAllClients, subscribe } from './support/mqtt-test-kit.js';
+import { SparkplugHost, valueOfMetric, type SparkplugMessage } from './support/sparkplug-host.js';
 import { startSnap7Server, type Snap7Server } from './support/snap7-server.js';
 import { until } from './mapping-support.js';
+import { edgePermissions, GROUP } from './sparkplug-support.js';
 
 /** DB1 as the tests fill it: one value of every type, then room for the writes. */
 function db1(): Buffer {
@@ -314,5 +316,82 @@ describe('Siemens S7: a CPU that loses power and comes back', function () {
     const logs = gw.logs().filter((l) => l.message === 'connection failed, retrying' && l.id === 'cell.plc');
     expect(logs.length).to.be.at.least(1);
     expect(logs[0]!.retryInMs).to.equal(1000);
+  });
+});
+
+describe('Siemens S7 endpoints as Sparkplug B metrics', function () {
+  this.timeout(60_000);
+  let gw: TestGateway;
+  let plc: Snap7Server;
+  let host: SparkplugHost | undefined;
+  after(async () => {
+    await host?.end().catch(() => undefined);
+    await gw?.stop();
+    await plc?.stop();
+  });
+
+  it('births the device with the S7 values, sends changes as DDATA, and writes a DCMD through the S7 write endpoint', async function () {
+    this.timeout(300_000); // may build snap7's addon for this Node
+    plc = await startSnap7Server({ dbs: { 1: 64 } });
+    const mem = Buffer.alloc(64);
+    mem.writeFloatBE(1.5, 0);
+    mem[4] = 0b1;
+    mem.writeInt16BE(30, 6);
+    mem.set([12, 4, ...Buffer.from('Rye1')], 8);
+    await plc.set('DB', 1, 0, mem);
+    gw = await startGateway();
+    const admin = await gw.login();
+    await gw.userWith(edgePermissions('gw7'), 'edge-gw7');
+    await gw.userWith(
+      [
+        { context: 'mqtt', operation: 'read', resource: 'spBv1.0/#' },
+        { context: 'mqtt', operation: 'write', resource: `spBv1.0/${GROUP}/DCMD/#` },
+      ],
+      'scada',
+    );
+    host = await SparkplugHost.connect(`mqtt://127.0.0.1:${gw.ports.mqtt}`, GROUP, { username: 'scada', password: GOOD_PASSWORD, protocolVersion: 4 });
+    const res = await gw.api('PUT', '/api/services/oven', {
+      token: admin,
+      headers: { 'content-type': 'application/yaml' },
+      raw: `resources:
+  plc: {type: Connection, properties: {protocol: S7, configuration: {host: 127.0.0.1, port: ${plc.port}}}}
+  pressure: {type: Endpoint, properties: {connection: !ref plc, operation: read, address: {area: DB, dbNumber: 1, offset: 0, type: REAL}, pollIntervalMs: 40}}
+  running: {type: Endpoint, properties: {connection: !ref plc, operation: read, address: {area: DB, dbNumber: 1, offset: 4, bit: 0, type: BOOL}, pollIntervalMs: 40}}
+  setpointNow: {type: Endpoint, properties: {connection: !ref plc, operation: read, address: {area: DB, dbNumber: 1, offset: 6, type: INT}, pollIntervalMs: 40}}
+  setpoint: {type: Endpoint, properties: {connection: !ref plc, operation: write, address: {area: DB, dbNumber: 1, offset: 6, type: INT}}}
+  recipe: {type: Endpoint, properties: {connection: !ref plc, operation: read, address: {area: DB, dbNumber: 1, offset: 8, type: STRING, length: 12}, pollIntervalMs: 40}}
+  edge:
+    type: Sparkplug
+    properties:
+      groupId: ${GROUP}
+      edgeNodeId: gw7
+      runAs: edge-gw7
+      birthWaitMs: 2000
+      devices:
+        - deviceId: oven-1
+          metrics:
+            - {name: pressure, endpoint: !ref pressure, datatype: Float}
+            - {name: running, endpoint: !ref running, datatype: Boolean}
+            - {name: setpoint, endpoint: !ref setpointNow, writeEndpoint: !ref setpoint, datatype: Int16, writable: true}
+            - {name: recipe, endpoint: !ref recipe, datatype: String}
+`,
+    });
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    const h = host;
+    const metric = (m: SparkplugMessage, name: string) => m.payload.metrics.find((x) => x.name === name);
+    const dbirth = await h.until((m) => m.type === 'DBIRTH' && m.deviceId === 'oven-1', 15_000);
+    expect(Object.fromEntries(['pressure', 'running', 'setpoint', 'recipe'].map((n) => [n, valueOfMetric(metric(dbirth, n)!)]))).to.deep.equal({ pressure: 1.5, running: true, setpoint: 30, recipe: 'Rye1' });
+    const alias = (name: string) => metric(dbirth, name)!.alias!;
+
+    const b = Buffer.alloc(4);
+    b.writeFloatBE(2.25, 0);
+    await plc.set('DB', 1, 0, b);
+    const ddata = await h.until((m) => m.type === 'DDATA' && m.deviceId === 'oven-1' && m.payload.metrics.some((x) => x.alias === alias('pressure')), 10_000, dbirth.index);
+    expect(ddata.payload.metrics.find((x) => x.alias === alias('pressure'))!.floatValue).to.equal(2.25);
+
+    await h.command(`spBv1.0/${GROUP}/DCMD/gw7/oven-1`, [{ alias: alias('setpoint'), intValue: 55 }]);
+    await until(async () => ((await plc.get('DB', 1, 6, 2)).readInt16BE(0) === 55 ? true : undefined), 10_000, 'the DCMD written to the CPU');
+    const echoed = await h.until((m) => m.type === 'DDATA' && m.payload.metrics.some((x) => x.alias === alias('setpoint') && x.intValue === 55), 10_000, ddata.index);
+    expect(echoed.deviceId).to.equal('oven-1');
   });
 });
