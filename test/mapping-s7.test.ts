@@ -395,3 +395,46 @@ describe('Siemens S7 endpoints as Sparkplug B metrics', function () {
     expect(echoed.deviceId).to.equal('oven-1');
   });
 });
+
+describe('Siemens S7: a small PDU, many items, answers cut into pieces', function () {
+  this.timeout(60_000);
+  let gw: TestGateway;
+  let plc: Snap7Server;
+  after(async () => {
+    await endAllClients();
+    await gw?.stop();
+    await plc?.stop();
+  });
+
+  it('reads 25 items apart and a STRING[254] longer than the PDU in requests that fit 240 bytes, from answers that arrive a few bytes at a time', async function () {
+    this.timeout(300_000); // may build snap7's addon for this Node
+    plc = await startSnap7Server({ dbs: { 2: 256, 3: 300 }, pduLength: 240, fragment: true });
+    const bytes = Buffer.alloc(256);
+    for (let i = 0; i < 25; i++) bytes[i * 10] = i + 100;
+    await plc.set('DB', 2, 0, bytes);
+    const text = Array.from({ length: 254 }, (_v, i) => String.fromCharCode(0x41 + (i % 26))).join('');
+    await plc.set('DB', 3, 20, Buffer.concat([Buffer.from([254, 254]), Buffer.from(text, 'latin1')]));
+    gw = await startGateway();
+    const admin = await gw.login();
+    const sub = await connect(gw.ports.mqtt, { username: 'admin', password: 'Admin-Passw0rd!' });
+    const inbox = collect(sub);
+    await subscribe(sub, 'services/many/#');
+    const items = Array.from({ length: 25 }, (_v, i) => `  b${i}: {type: Endpoint, properties: {connection: !ref plc, operation: read, address: {area: DB, dbNumber: 2, offset: ${i * 10}, type: BYTE}, pollIntervalMs: 100}}`);
+    const res = await gw.api('PUT', '/api/services/many', {
+      token: admin,
+      headers: { 'content-type': 'application/yaml' },
+      raw: `resources:
+  plc: {type: Connection, properties: {protocol: S7, configuration: {host: 127.0.0.1, port: ${plc.port}}}}
+${items.join('\n')}
+  note: {type: Endpoint, properties: {connection: !ref plc, operation: read, address: {area: DB, dbNumber: 3, offset: 20, type: STRING, length: 254}, pollIntervalMs: 100}}
+`,
+    });
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    expect(JSON.parse((await inbox.until((m) => m.topic === 'services/many/note', 10_000)).payload)).to.equal(text);
+    for (let i = 0; i < 25; i++) expect(JSON.parse((await inbox.until((m) => m.topic === `services/many/b${i}`, 10_000)).payload)).to.equal(i + 100);
+    const reads = plc.jobs.filter((j) => j.fn === 'read');
+    // 240 bytes hold 19 item addresses; the STRING's 256 bytes come in two parts.
+    expect(Math.max(...reads.map((j) => j.items))).to.equal(19);
+    expect((await gw.api('GET', '/api/connections/many.plc', { token: admin })).body.currentState).to.equal('connected');
+  });
+});

@@ -2,7 +2,7 @@
 // stays out of the test process. argv[2] is the addon's path. Requests come over the IPC channel
 // as {id, cmd, ...} and are answered {id, ok, result?, error?}; writes of clients to the server's
 // memory are told as {event: 'write', area, db, start, size}.
-//   start {port, dbs: {number: bytes}, I, Q, M}   registers the areas, listens on 127.0.0.1:port
+//   start {port, dbs: {number: bytes}, I, Q, M, pduLength?}   registers the areas, listens on 127.0.0.1:port
 //   set {area, db, offset, hex}                    changes the memory
 //   get {area, db, offset, length}                 reads it (result: hex)
 //   stop                                           stops the server and exits
@@ -22,6 +22,8 @@ interface Snap7ServerApi extends EventEmitter {
   LastError(): number;
   ErrorText(code: number): string;
   LocalPort: number;
+  /** The PDU length the server imposes (0: it takes the client's proposal). */
+  PDURequest: number;
   srvAreaPE: number;
   srvAreaPA: number;
   srvAreaMK: number;
@@ -57,6 +59,7 @@ function handle(m: Request): unknown {
         if (e.EvtCode === EVC_DATA_WRITE && e.EvtRetCode === 0) send({ event: 'write', area: S7_AREA_CODES[e.EvtParam1] ?? String(e.EvtParam1), db: e.EvtParam2, start: e.EvtParam3, size: e.EvtParam4 });
       });
       server.SetParam(server.LocalPort, m.port as number);
+      if (m.pduLength) server.SetParam(server.PDURequest, m.pduLength as number);
       if (!server.StartTo('127.0.0.1')) throw new Error(`snap7 server did not start on port ${m.port}: ${server.ErrorText(server.LastError())}`);
       return undefined;
     }

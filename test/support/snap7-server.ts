@@ -4,7 +4,9 @@
 // losing power; a new server on the same port is the CPU coming back.
 //
 // With `observe`, the port the tests are given belongs to a relay in the test process that counts
-// the jobs clients send (function, items): what proves reads are packed into few requests.
+// the jobs clients send (function, items): what proves reads are packed into few requests. With
+// `fragment` the relay also hands the server's answers on in pieces of a few bytes (TCP may cut
+// a frame anywhere).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
 import net from 'node:net';
@@ -24,6 +26,10 @@ export interface Snap7Options {
   M?: number;
   /** Count the jobs clients send (a relay in front of the server). */
   observe?: boolean;
+  /** The relay passes the server's answers on in pieces of 1 to 5 bytes (implies observe). */
+  fragment?: boolean;
+  /** The PDU length the server imposes (snap7 grants the client's proposal otherwise). */
+  pduLength?: number;
 }
 
 /** One S7 job a client sent: Read Var ('read'), Write Var ('write') or another function, and its items. */
@@ -73,7 +79,7 @@ async function startChild(port: number, options: Snap7Options): Promise<{ child:
       child.send({ id, cmd, ...args });
     });
   try {
-    await call('start', { port, dbs: options.dbs ?? { 1: 256 }, I: options.I ?? 64, Q: options.Q ?? 64, M: options.M ?? 64 });
+    await call('start', { port, dbs: options.dbs ?? { 1: 256 }, I: options.I ?? 64, Q: options.Q ?? 64, M: options.M ?? 64, pduLength: options.pduLength });
   } catch (err) {
     child.kill('SIGKILL');
     throw err;
@@ -82,14 +88,24 @@ async function startChild(port: number, options: Snap7Options): Promise<{ child:
 }
 
 /** A relay on a free port to `upstream` that records the S7 jobs going up. */
-async function startObserver(upstream: number, jobs: ObservedJob[]): Promise<net.Server> {
+async function startObserver(upstream: number, jobs: ObservedJob[], fragment: boolean): Promise<net.Server> {
   const server = net.createServer((down) => {
     const up = net.connect(upstream, '127.0.0.1');
+    down.setNoDelay(true);
     down.on('error', () => up.destroy());
     up.on('error', () => down.destroy());
     down.on('close', () => up.destroy());
     up.on('close', () => down.destroy());
-    up.on('data', (chunk) => down.write(chunk));
+    // In pieces: each written on its own turn of the event loop, in order.
+    let pieces = Promise.resolve();
+    up.on('data', (chunk: Buffer) => {
+      if (!fragment) return void down.write(chunk);
+      for (let at = 0; at < chunk.length; ) {
+        const piece = chunk.subarray(at, at + 1 + (at % 5));
+        at += piece.length;
+        pieces = pieces.then(() => new Promise<void>((resolve) => setImmediate(() => (down.destroyed ? resolve() : down.write(piece, () => resolve())))));
+      }
+    });
     let buffered = Buffer.alloc(0);
     down.on('data', (chunk: Buffer) => {
       up.write(chunk);
@@ -124,7 +140,7 @@ export async function startSnap7Server(options: Snap7Options = {}): Promise<Snap
   }
   const { child, call, events } = started;
   const jobs: ObservedJob[] = [];
-  const observer = options.observe ? await startObserver(serverPort, jobs) : undefined;
+  const observer = options.observe || options.fragment ? await startObserver(serverPort, jobs, options.fragment ?? false) : undefined;
   const exited = once(child, 'exit');
   const closeObserver = () => new Promise<void>((resolve) => (observer ? observer.close(() => resolve()) : resolve()));
   return {
