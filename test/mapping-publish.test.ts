@@ -1,7 +1,8 @@
 // Readings published as configured (issue 29 point 3): a read endpoint's and a mapping item's
 // `qos` and `retain` on the gateway's broker, seen by mqtt.js and mosquitto_sub (a subscriber
 // that connects after a reading gets the retained value at once), through a bridge to an
-// upstream Mosquitto (a rule of QoS 1 forwards QoS 1), and what the service check refuses.
+// upstream Mosquitto (a rule of QoS 1 forwards QoS 1), what the service check refuses, and QoS 1
+// and retained messages that a QoS 0 one overtakes still delivered (src/mqtt/delivery-order.ts).
 import { expect } from 'chai';
 import type { IPublishPacket, MqttClient } from 'mqtt';
 import { ADMIN_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
@@ -80,6 +81,26 @@ describe('readings published with their QoS and retain flag', function () {
     await until(() => seen.find((p) => p.topic === 'plant/tank/level' && p.payload.toString() === '43'), 10_000, 'the new level');
     const sub = await runCli('mosquitto_sub', ['-h', '127.0.0.1', '-p', String(gw.ports.mqtt), '-u', 'admin', '-P', ADMIN_PASSWORD, '-q', '1', '-t', 'plant/tank/level', '-C', '1', '-W', '5', '-F', '%r %q %p']);
     expect(sub.stdout.trim()).to.equal('1 1 43');
+  });
+
+  it('delivers every QoS 1 and retained message though a QoS 0 one published just after overtakes it (aedes numbers them first)', async () => {
+    // A QoS 1 message waits for the offline queues and a retained one for the store; the QoS 0
+    // one goes out at once. aedes alone drops the older two at a client that got the newer.
+    const dp = gw.services.broker!.dataPlane();
+    for (const protocolVersion of [4, 5] as const) {
+      const client = await connect(gw.ports.mqtt, { ...login, protocolVersion });
+      const seen = packets(client);
+      await subscribe(client, `order${protocolVersion}/#`, 1);
+      for (let i = 0; i < 20; i++) {
+        void dp.publish(`order${protocolVersion}/qos1`, Buffer.from(String(i)), { qos: 1 });
+        void dp.publish(`order${protocolVersion}/retained`, Buffer.from(String(i)), { retain: true });
+        await dp.publish(`order${protocolVersion}/qos0`, Buffer.from(String(i)));
+      }
+      const count = (topic: string) => seen.filter((p) => p.topic === topic).length;
+      await until(() => (count(`order${protocolVersion}/qos1`) === 20 && count(`order${protocolVersion}/retained`) === 20 ? true : undefined), 10_000, `all messages at an MQTT ${protocolVersion === 4 ? '3.1.1' : '5'} client`);
+      expect(count(`order${protocolVersion}/qos0`)).to.equal(20);
+      await client.endAsync();
+    }
   });
 
   it('refuses qos and retain on a write endpoint and retain on a mapping item that writes, with their paths', async () => {

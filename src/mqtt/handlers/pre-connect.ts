@@ -11,6 +11,7 @@
 import type { Client } from 'aedes';
 import type { BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
+import { deliverOutOfOrder } from '../delivery-order.js';
 import { Mqtt5Connection, type ConnectProperties, type Mqtt5Options } from '../mqtt5/mqtt5-connection.js';
 import { OverlappingSubscriptions } from '../mqtt5/overlapping-subscriptions.js';
 
@@ -46,8 +47,10 @@ export function createPreConnect(ctx: BrokerContext): PreConnectHook {
     const st = stateOf(client);
     if (!st) return callback(new Error('unknown connection'), false);
     // Before aedes restores or adds any subscription: the client's delivery functions are wrapped
-    // (flow control of MQTT 5, then the merge of overlapping subscriptions; mqtt5/).
+    // (messages that arrive out of their order kept, flow control of MQTT 5, then the merge of
+    // overlapping subscriptions; delivery-order.ts, mqtt5/).
     if (st.overlap === undefined) {
+      deliverOutOfOrder(client as never);
       if (packet.protocolVersion === 5) st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
       st.overlap = new OverlappingSubscriptions(client as never);
     }
