@@ -99,6 +99,9 @@ describe('Siemens S7 connections against snap7', function () {
     await subscribe(sub, ['services/line/#', 'line/#'], 1);
     const res = await putYaml('line', lineYaml(plc.port));
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    // Every test starts with the line running: connected, every endpoint enabled.
+    const rt = gw.mapping.runtime()!;
+    await rt.waitFor(() => rt.listEndpoints().filter((e) => e.id.startsWith('line.')).every((e) => e.currentState === 'enabled'), 15_000);
   });
   after(async () => {
     await endAllClients();

@@ -3,6 +3,7 @@
 // (reset once connected); disconnect: disconnecting → disconnected. Without a driver (Opcua in
 // a build without OPC UA support) it stays disconnected with a message.
 import type { ConnectionDriver } from './drivers/types.js';
+import { PollGroups } from './poll-groups.js';
 import type { ConnectionState, ConnectionView } from './resource-views.js';
 import { BACKOFF_MAX_MS, backoffDelay, errorText, RETIRE_TIMEOUT_MS, type RuntimeContext } from './runtime-context.js';
 import type { ConnectionDef } from './service-files.js';
@@ -20,6 +21,8 @@ export class ConnectionResource {
   timer: unknown;
   busy = false;
   readonly endpoints: ConnectionUser[] = [];
+  /** The polling rounds of its endpoints, when its driver reads together. */
+  readonly pollGroups: PollGroups;
   /** What went through this connection since it was (re)built: see ConnectionStats. */
   readonly counters = { reads: 0, writes: 0, failures: 0, published: 0, lastReadAt: 0 };
   constructor(
@@ -30,6 +33,7 @@ export class ConnectionResource {
   ) {
     this.target = def.targetState;
     this.message = message;
+    this.pollGroups = new PollGroups(ctx.timers);
     this.driver?.onLost((reason) => this.lost(reason));
   }
   /** A reading was taken from the device. */

@@ -246,13 +246,12 @@ export class EndpointResource extends EnableableResource {
     await this.ctx.publish(topic, value, this.readingOptions);
     this.conn.counters.published++;
   }
+  /** Polls every intervalMs: on a timer of its own, or in the connection's rounds when its driver reads together. */
   poll(driver: ConnectionDriver, intervalMs: number): () => void {
     const { timers } = this.ctx;
     let active = true;
     let timer: unknown;
-    const tick = () => {
-      timer = undefined;
-      if (!active) return;
+    const read = () =>
       this.guard(
         this.def.topic,
         async () => {
@@ -263,7 +262,18 @@ export class EndpointResource extends EnableableResource {
         },
         undefined,
         (error) => active && this.readFailed(error),
-      ).finally(() => {
+      );
+    if (driver.readsTogether) {
+      const leave = this.conn.pollGroups.join(intervalMs, () => (active ? read() : Promise.resolve()));
+      return () => {
+        active = false;
+        leave();
+      };
+    }
+    const tick = () => {
+      timer = undefined;
+      if (!active) return;
+      void read().finally(() => {
         if (active) timer = timers.setTimeout(tick, intervalMs);
       });
     };

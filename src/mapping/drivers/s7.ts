@@ -2,9 +2,9 @@
 // configuration {host, port, rack, slot, timeoutMs}, endpoint addresses {area, dbNumber,
 // offset, bit, type, length} (s7-address.ts).
 //
-// Reads are polled together: every read asked for while a batch is out, or within GATHER_MS of
-// the first (the endpoints of a connection poll on timers that fire together, give or take the
-// time their readings took to publish), goes into the next batch. A batch merges the byte ranges of one area that lie close together and leaves the
+// Reads are polled together: the endpoints poll in rounds (readsTogether, poll-groups.ts), and
+// every read asked for in the same turn of the event loop, or while a batch is out, goes into
+// the next batch. A batch merges the byte ranges of one area that lie close together and leaves the
 // packing into requests to the session (as few as the PDU allows). When a merged range is
 // refused (one item beyond the end of its DB takes its neighbours with it), its items are read
 // again one by one in the same batch, and those the CPU refuses alone stay apart from then on:
@@ -24,8 +24,6 @@ import { DeviceError, type ConnectionDriver } from './types.js';
 
 /** Byte ranges of one area at most this far apart are read as one (fewer items than the gap costs). */
 const MERGE_GAP = 8;
-/** How long a batch waits for more reads after the first (the spread of one poll round's timers). */
-const GATHER_MS = 5;
 
 interface PendingRead {
   address: S7Address;
@@ -82,10 +80,10 @@ export function createS7Driver(cfg: S7Configuration): ConnectionDriver {
   const scheduleFlush = () => {
     if (flushScheduled || batchOut) return;
     flushScheduled = true;
-    setTimeout(() => {
+    setImmediate(() => {
       flushScheduled = false;
       void flush();
-    }, GATHER_MS);
+    });
   };
 
   async function flush(): Promise<void> {
@@ -126,6 +124,7 @@ export function createS7Driver(cfg: S7Configuration): ConnectionDriver {
   }
 
   return {
+    readsTogether: true,
     async connect() {
       const s = await openS7Session(cfg);
       s.onClosed((reason) => {

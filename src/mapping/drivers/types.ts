@@ -27,6 +27,8 @@ export interface ConnectionDriver {
   read(endpoint: EndpointDef): Promise<unknown>;
   /** Writes a value through a write endpoint. */
   write(endpoint: EndpointDef, value: unknown): Promise<void>;
+  /** Reads of many endpoints asked for together go out in few requests (S7): the endpoints poll in rounds (poll-groups.ts). */
+  readonly readsTogether?: boolean;
   /** Mqtt read endpoints: messages of the external broker. Returns the unsubscribe function. */
   subscribe?(endpoint: EndpointDef, handler: (topic: string, value: unknown) => void): Promise<() => void>;
 }
