@@ -5,7 +5,7 @@
 // service file written (by hand into the watched directory, or PUT through the API) to its first
 // value at an MQTT subscriber, and the poll-interval jitter of 100 polling services before and
 // while another service is changed again and again. Every loop is bounded by a count and a time
-// limit. 100 polled tags per protocol (Modbus, EtherNet/IP): bench-mapping-tags.ts.
+// limit. 100 polled tags per protocol (Modbus, EtherNet/IP, S7): bench-mapping-tags.ts.
 //
 // Run: node dist/scripts/bench-mapping.js   (or import { benchMapping })
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -323,6 +323,10 @@ export async function benchMapping(): Promise<Record<string, number>> {
     modbusCpuUsPerValue: tags.modbus.cpuUsPerValue,
     etherNetIpTagValuesPerSecond: tags.etherNetIp.valuesPerSecond,
     etherNetIpCpuUsPerValue: tags.etherNetIp.cpuUsPerValue,
+    s7TagValuesPerSecond: tags.s7.valuesPerSecond,
+    s7CpuUsPerValue: tags.s7.cpuUsPerValue,
+    s7ApartTagValuesPerSecond: tags.s7Apart.valuesPerSecond,
+    s7ApartCpuUsPerValue: tags.s7Apart.cpuUsPerValue,
     serviceFileToFirstValueP50Ms: f.watchP50Ms,
     servicePutToFirstValueP50Ms: f.apiP50Ms,
     pollJitterBeforeP99Ms: j.beforeP99Ms,
