@@ -5,7 +5,7 @@
 
 import { bridgeSchema } from '../bridges/bridge-definition.js';
 import { etherNetIpAddressSchema, etherNetIpConfigurationSchema } from './drivers/ethernet-ip-schemas.js';
-import { s7AddressSchema, s7ConfigurationSchema } from './s7-address.js';
+import { s7AddressSchema, s7ConfigurationSchema } from './drivers/s7-schemas.js';
 import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;

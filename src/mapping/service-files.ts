@@ -13,7 +13,7 @@ import { etherNetIpAddressProblems, etherNetIpAddressSchema, etherNetIpConfigura
 import { compileRule, RuleError } from './rules.js';
 import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
-import { s7AddressProblems, s7AddressSchema, s7ConfigurationSchema } from './s7-address.js';
+import { s7AddressProblems, s7AddressSchema, s7ConfigurationSchema } from './drivers/s7-schemas.js';
 import { sparkplugDef, type SparkplugDef, type SparkplugUpstream } from './sparkplug-file.js';
 
 export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugUpstream, SparkplugVia } from './sparkplug-file.js';
@@ -378,7 +378,7 @@ export function parseServiceFile(serviceId: string, file: string, text: string, 
           if (protocol === 'EtherNetIp') for (const problem of etherNetIpAddressProblems(p.address)) throw new FileError(`${path}.address.${problem.path}`, problem.reason);
           if (protocol === 'S7') {
             const found = s7AddressProblems(p.address);
-            for (const [at, reason] of found) problems.push({ path: `${path}.address.${at}`, reason });
+            for (const problem of found) problems.push({ path: `${path}.address.${problem.path}`, reason: problem.reason });
             if (found.length) throw REPORTED;
           }
           if (p.pollIntervalMs !== undefined && (p.operation !== 'read' || protocol === 'Mqtt')) {

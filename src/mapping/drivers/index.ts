@@ -9,7 +9,7 @@ import { createModbusDriver, type ModbusConfiguration } from './modbus.js';
 import { createMqttDriver, type MqttConfiguration } from './mqtt.js';
 import { createOpcuaDriver, type OpcuaConfiguration } from './opcua.js';
 import { createS7Driver } from './s7.js';
-import type { S7Configuration } from '../s7-address.js';
+import type { S7Configuration } from './s7-schemas.js';
 import type { OpcuaSupport } from '../opcua-support.js';
 import { createSerialLines } from './serial-lines.js';
 import type { ConnectionDriver } from './types.js';

@@ -1,7 +1,7 @@
 // Values of S7 endpoints: the bytes of the CPU's memory (big-endian) as JSON numbers, booleans
 // and strings, and back. A value that does not fit its type is refused with the reason, before
 // anything is sent.
-import type { S7Address } from '../s7-address.js';
+import type { S7Address } from './s7-schemas.js';
 import { DeviceError } from './types.js';
 
 const INTEGER_RANGES = { BYTE: [0, 0xff], WORD: [0, 0xffff], DWORD: [0, 0xffffffff], INT: [-0x8000, 0x7fff], DINT: [-0x80000000, 0x7fffffff] } as const;

@@ -1,6 +1,6 @@
 // Siemens S7 connections (S7comm over ISO-on-TCP; s7-session.ts speaks the protocol):
 // configuration {host, port, rack, slot, timeoutMs}, endpoint addresses {area, dbNumber,
-// offset, bit, type, length} (s7-address.ts).
+// offset, bit, type, length} (s7-schemas.ts).
 //
 // Reads are polled together: the endpoints poll in rounds (readsTogether, poll-groups.ts), and
 // every read asked for in the same turn of the event loop, or while a batch is out, goes into
@@ -15,7 +15,7 @@
 // more than 20 items per request and throws from its socket handler (a process crash) when a
 // CPU answers fewer, keeps no CPU reason per item, reports writes that timed out as good,
 // does not reassemble TPKT frames split by TCP, and reconnects on timers of its own.
-import { s7AddressText, s7ByteLength, type S7Address, type S7Configuration } from '../s7-address.js';
+import { s7AddressText, s7ByteLength, type S7Address, type S7Configuration } from './s7-schemas.js';
 import type { EndpointDef } from '../service-files.js';
 import { AREA_CODES, maxReadLength, type S7ItemResult, type S7Range } from './s7-protocol.js';
 import { openS7Session, type S7Session } from './s7-session.js';

@@ -1,6 +1,6 @@
-// Siemens S7 in service files: the connection configuration and the endpoint address, their JSON
-// Schemas (schemas.ts puts them beside the other protocols' definitions) and the checks a schema
-// cannot say (which fields go with which area and type), each with the path of the problem.
+// The service-file schemas of Siemens S7 connections and endpoints (src/mapping/schemas.ts
+// collects them with the other protocols'), the checks a schema cannot say (which fields go with
+// which area and type), each with the path of the problem, and the address in Siemens notation.
 
 type Schema = Record<string, unknown>;
 
@@ -60,16 +60,17 @@ export const s7AddressSchema: Schema = {
   },
 };
 
-/** What the schema cannot check: each field belongs to its area or type. [path below address, reason]. */
-export function s7AddressProblems(a: S7Address): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  if (a.area === 'DB' && a.dbNumber === undefined) out.push(['dbNumber', 'area DB needs its dbNumber']);
-  if (a.area !== 'DB' && a.dbNumber !== undefined) out.push(['dbNumber', `only area DB has a dbNumber (area ${a.area})`]);
-  if (a.type === 'BOOL' && a.bit === undefined) out.push(['bit', 'a BOOL needs its bit (0-7)']);
-  if (a.type !== 'BOOL' && a.bit !== undefined) out.push(['bit', `only a BOOL has a bit (type ${a.type})`]);
-  if (a.type === 'STRING' && a.length === undefined) out.push(['length', `a STRING needs its length (1-${S7_MAX_STRING} characters)`]);
-  if (a.type !== 'STRING' && a.length !== undefined) out.push(['length', `only a STRING has a length (type ${a.type})`]);
-  if (a.offset + s7ByteLength(a) > 65536) out.push(['offset', 'the value ends beyond byte 65535']);
+/** What is wrong with an address that fits the schema: each field belongs to its area or type (paths relative to the address). */
+export function s7AddressProblems(a: S7Address): Array<{ path: string; reason: string }> {
+  const out: Array<{ path: string; reason: string }> = [];
+  const problem = (path: string, reason: string) => out.push({ path, reason });
+  if (a.area === 'DB' && a.dbNumber === undefined) problem('dbNumber', 'area DB needs its dbNumber');
+  if (a.area !== 'DB' && a.dbNumber !== undefined) problem('dbNumber', `only area DB has a dbNumber (area ${a.area})`);
+  if (a.type === 'BOOL' && a.bit === undefined) problem('bit', 'a BOOL needs its bit (0-7)');
+  if (a.type !== 'BOOL' && a.bit !== undefined) problem('bit', `only a BOOL has a bit (type ${a.type})`);
+  if (a.type === 'STRING' && a.length === undefined) problem('length', `a STRING needs its length (1-${S7_MAX_STRING} characters)`);
+  if (a.type !== 'STRING' && a.length !== undefined) problem('length', `only a STRING has a length (type ${a.type})`);
+  if (a.offset + s7ByteLength(a) > 65536) problem('offset', 'the value ends beyond byte 65535');
   return out;
 }
 
