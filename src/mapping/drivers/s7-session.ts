@@ -95,12 +95,14 @@ class Connection {
 
   /** Runs the COTP connection and the communication setup; rejects when the CPU refuses. */
   async open(rack: number, slot: number): Promise<void> {
+    const refused = `the PLC refused the connection to rack ${rack}, slot ${slot}`;
     await new Promise<void>((resolve, reject) => {
       this.handshake = {
-        cotp: (unit) => (isConnectConfirm(unit) ? resolve() : reject(new Error(`the PLC refused the connection to rack ${rack}, slot ${slot}`))),
+        cotp: (unit) => (isConnectConfirm(unit) ? resolve() : reject(new Error(refused))),
         pdu: () => reject(new Error('unexpected S7 answer before the connection was confirmed')),
       };
-      this.failHandshake = reject;
+      // A CPU with nothing at that rack and slot (or no free connection) may just close.
+      this.failHandshake = (err) => reject(new Error(`${refused}: ${err.message}`));
       this.socket.write(connectRequest(rack, slot));
     });
     const granted = await new Promise<{ pduLength: number; jobs: number }>((resolve, reject) => {

@@ -11,10 +11,10 @@
 // each endpoint gets its own value or the CPU's own reason. Writes go out at once, each its own
 // job; a value that does not fit its type is refused before anything is sent.
 //
-// nodes7 was the client planned; it is not used (see docs/mapping.md, "Siemens S7"): it packs
-// more than 20 items per request and throws from its socket handler (a process crash) when a
-// CPU answers fewer, keeps no CPU reason per item, reports writes that timed out as good,
-// does not reassemble TPKT frames split by TCP, and reconnects on timers of its own.
+// nodes7 was the client planned and is not used (docs/mapping.md "Protocol mapping", Siemens
+// S7): it packs more than 20 items per request and throws from its socket handler (a process
+// crash) when a CPU answers fewer, keeps no CPU reason per item, reports writes that timed out
+// as good, does not reassemble TPKT frames split by TCP, and reconnects on timers of its own.
 import { s7AddressText, s7ByteLength, type S7Address, type S7Configuration } from './s7-schemas.js';
 import type { EndpointDef } from '../service-files.js';
 import { AREA_CODES, maxReadLength, type S7ItemResult, type S7Range } from './s7-protocol.js';
