@@ -7,7 +7,7 @@
 // (systemd/, packaging/deb/). No second build: packaging only copies. Layout, Depends and the
 // bundled Node: docs/platforms.md.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -106,7 +106,9 @@ export function buildPackage(options: { arch: string; out?: string; compression:
     const doc = join(tree, 'usr/share/doc/gatewayd');
     mkdirSync(doc, { recursive: true });
     copyFileSync(join(root, 'README.md'), join(doc, 'README.md'));
-    if (existsSync(join(root, 'docs'))) cpSync(join(root, 'docs'), join(doc, 'docs'), { recursive: true, filter: (src) => statSync(src).isDirectory() ? !src.endsWith('screenshots') : src.endsWith('.md') });
+    const pages = existsSync(join(root, 'docs')) ? readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')) : [];
+    if (pages.length) mkdirSync(join(doc, 'docs'));
+    for (const page of pages) copyFileSync(join(root, 'docs', page), join(doc, 'docs', page));
     writeFileSync(join(doc, 'copyright'), copyrightText(nodeVersion, new Date().getUTCFullYear()));
     writeFileSync(join(doc, 'changelog'), changelogText(pkg.version));
     gzip9(join(doc, 'changelog'));

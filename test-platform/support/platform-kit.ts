@@ -201,7 +201,7 @@ export async function stopDaemon(daemon: RunningDaemon, ms: number): Promise<num
 /** `readelf` facts of an ELF file: its machine, its ABI flags, the newest GLIBC_ and GLIBCXX_ versions it asks for. */
 export function elfFacts(file: string): { machine: string; flags: string; glibc?: string; glibcxx?: string } {
   const header = execFileSync('readelf', ['-h', file], { encoding: 'utf8' });
-  const versions = execFileSync('readelf', ['-V', '-W', file], { encoding: 'utf8' });
+  const versions = execFileSync('readelf', ['-V', '-W', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
   const newest = (prefix: string) => {
     const found = [...versions.matchAll(new RegExp(`Name: ${prefix}_([0-9.]+)`, 'g'))].map((m) => m[1]!);
     return found.sort((a, b) => compareDotted(a, b)).at(-1);
