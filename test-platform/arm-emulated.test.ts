@@ -14,7 +14,7 @@ import { expect } from 'chai';
 import mqtt from 'mqtt';
 import { NODE_FLOOR, TESTED_NODE_MAJORS } from '../src/platform/index.js';
 import { fetchTrusting } from '../test/support/https-fetch.js';
-import { ADMIN_PASSWORD, GOOD_PASSWORD, type TestGateway } from '../test/support/harness.js';
+import { ADMIN_PASSWORD, daemonTestEnv, GOOD_PASSWORD, type TestGateway } from '../test/support/harness.js';
 import { backupAndDownload, upload, waitIdle } from '../test/support/maintenance-kit.js';
 import { startModbusServer, type ModbusTestServer } from '../test/mapping-support.js';
 import { compareDotted, debFor, EMULATION, emulator, npmNode, registryVersions, seconds, startDaemon, stopDaemon, unpackDeb, type RunningDaemon } from './support/platform-kit.js';
@@ -116,15 +116,7 @@ async function runEmulated(line: EmulatedLine, dir: string): Promise<void> {
         args: ['-L', sysroot, node.bin, join(lib, 'dist/src/main.js')],
         cwd: lib,
         env: {
-          PATH: process.env.PATH ?? '',
-          GATEWAYD_DATA_DIR: dataDir,
-          GATEWAYD_HOST: '127.0.0.1',
-          GATEWAYD_HTTP_PORT: '0',
-          GATEWAYD_HTTPS_PORT: '0',
-          GATEWAYD_MQTT_PORT: '0',
-          GATEWAYD_MQTTS_PORT: '0',
-          GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-          GATEWAYD_SET__AUTH__PASSWORD_HASH_COST: '10',
+          ...daemonTestEnv(dataDir),
           GATEWAYD_SET__LOG__REQUESTS: 'false',
           GATEWAYD_SET__MAPPING__SERVICESDIR: services,
           // The daemon's own Node children (the store check of a restore) start through the emulator too.

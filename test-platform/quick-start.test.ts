@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
+import { daemonTestEnv } from '../test/support/harness.js';
 import { root, seconds } from './support/platform-kit.js';
 
 /** `npm start` in `cwd` to its ready line; the time it took; then SIGTERM to its process group. */
@@ -16,7 +17,7 @@ async function npmStart(cwd: string, dataDir: string): Promise<{ readyAfterMs: n
   const child = spawn('npm', ['start'], {
     cwd,
     detached: true,
-    env: { ...process.env, GATEWAYD_DATA_DIR: dataDir, GATEWAYD_HOST: '127.0.0.1', GATEWAYD_HTTP_PORT: '0', GATEWAYD_HTTPS_PORT: '0', GATEWAYD_MQTT_PORT: '0', GATEWAYD_MQTTS_PORT: '0', GATEWAYD_ADMIN_PASSWORD: 'Admin-Passw0rd!' },
+    env: { ...process.env, ...daemonTestEnv(dataDir) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));

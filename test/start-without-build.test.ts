@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { ADMIN_PASSWORD, tempDir } from './support/harness.js';
+import { daemonTestEnv, tempDir } from './support/harness.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const scripts = (JSON.parse(execFileSync('cat', [join(root, 'package.json')], { encoding: 'utf8' })) as { scripts: Record<string, string> }).scripts;
@@ -73,17 +73,7 @@ describe('npm ci builds, npm start starts', function () {
     const child = spawn('npm', ['start'], {
       cwd: root,
       detached: true,
-      env: {
-        ...process.env,
-        GATEWAYD_DATA_DIR: join(dir, 'data'),
-        GATEWAYD_HOST: '127.0.0.1',
-        GATEWAYD_HTTP_PORT: '0',
-        GATEWAYD_HTTPS_PORT: '0',
-        GATEWAYD_MQTT_PORT: '0',
-        GATEWAYD_MQTTS_PORT: '0',
-        GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-        GATEWAYD_SET__AUTH__PASSWORD_HASH_COST: '10',
-      },
+      env: { ...process.env, ...daemonTestEnv(join(dir, 'data')) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
