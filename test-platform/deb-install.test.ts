@@ -81,7 +81,7 @@ describe('the amd64 package installed with dpkg', function () {
     if (process.getuid?.() === 0 && packageStatus().includes('installed')) dpkg('-P', 'gatewayd');
   });
 
-  it('dpkg -i, the unit run as its user, an HTTPS login with the gateway CA; dpkg -r keeps configuration and data; dpkg -P removes them', async () => {
+  it('dpkg -i, the unit run as its user, an HTTPS login with the gateway CA; dpkg -i again keeps everything; dpkg -r keeps configuration and data; dpkg -P removes them', async () => {
     const { file } = await debFor('amd64');
 
     // ---- dpkg -i
@@ -138,6 +138,15 @@ describe('the amd64 package installed with dpkg', function () {
     expect(mode('/var/lib/gatewayd/pki/ca.key.pem')).to.equal('0600');
     expect(await stopDaemon(daemon, 30_000)).to.equal(0);
     writeFileSync('/etc/gatewayd/services/line-1.yaml', 'resources: {}\n');
+
+    // ---- dpkg -i again (an upgrade in place): the changed conffiles, service files and data stay, without a question
+    const upgrade = dpkg('-i', file);
+    expect(upgrade.status, upgrade.output).to.equal(0);
+    expect(packageStatus()).to.equal('install ok installed');
+    expect(readFileSync('/etc/gatewayd/environment', 'utf8')).to.include(`GATEWAYD_ADMIN_PASSWORD=${ADMIN_PASSWORD}`);
+    expect([mode('/etc/gatewayd/environment'), owner('/etc/gatewayd/environment')]).to.deep.equal(['0640', 'root:gatewayd']);
+    expect(existsSync('/etc/gatewayd/services/line-1.yaml')).to.equal(true);
+    expect(existsSync('/var/lib/gatewayd/pki/ca.key.pem')).to.equal(true);
 
     // ---- dpkg -r: the program goes; configuration (changed conffiles, service files) and data stay
     const remove = dpkg('-r', 'gatewayd');
