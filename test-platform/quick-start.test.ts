@@ -55,7 +55,10 @@ describe('the quick start on a fresh copy of the checkout', function () {
     }
     expect(existsSync(join(app, 'dist'))).to.equal(false);
 
-    const ci = execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    // node-gyp (snap7, a devDependency) builds with this Node's own headers: CI cannot download them.
+    const prefix = dirname(dirname(process.execPath));
+    const nodedir = existsSync(join(prefix, 'include/node/node.h')) ? { npm_config_nodedir: prefix } : {};
+    const ci = execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...nodedir } });
     expect(ci).to.match(/> gatewayd@[\d.]+ prepare\n> node scripts\/prepare\.mjs/);
     const builtAt = statSync(join(app, 'dist/ui-build.json')).mtimeMs;
     expect(existsSync(join(app, 'dist/src/main.js'))).to.equal(true);
