@@ -5,7 +5,9 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# --ignore-scripts: npm ci's prepare script builds, and the sources are copied only below (the
+# dependencies' layer stays cached while they change); the build runs after them.
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY config ./config
 COPY src ./src

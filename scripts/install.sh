@@ -34,8 +34,8 @@ trap 'rm -rf "$work"' EXIT
 tar -C "$src" --exclude=./.git --exclude=./data --exclude=./node_modules --exclude=./dist --exclude='./*.log' -cf - . | tar -C "$work" -xf -
 (
   cd "$work"
+  # npm ci builds (the prepare script).
   npm ci --no-audit --no-fund
-  npm run build
   npm prune --omit=dev --no-audit --no-fund
 )
 

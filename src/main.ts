@@ -3,13 +3,17 @@
 // paused, and its young generation held at its initial size, before the daemon's modules are even
 // loaded (loading them is most of the start-up work); daemon-process.ts undoes both at ready
 // (docs/footprint.md), and disabled `debug` instances are made free before any library creates
-// one (quiet-debug.ts).
+// one (quiet-debug.ts). Before all that, the platform check: a machine gatewayd cannot run on
+// (Node, glibc, CPU) is told so in one line, before a native module could fail to load
+// (docs/platforms.md). None of the modules imported here loads a native module.
 import { pathToFileURL } from 'node:url';
 import { holdYoungGeneration } from './heap-footprint.js';
+import { refuseUnsupportedPlatform } from './platform/index.js';
 import { quietDisabledDebug } from './quiet-debug.js';
 import { pauseOptimizer } from './start-up-tiering.js';
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  refuseUnsupportedPlatform();
   pauseOptimizer();
   holdYoungGeneration();
   quietDisabledDebug();

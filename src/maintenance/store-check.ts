@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { nodeCommand } from '../platform/node-command.js';
 import { ArchiveError } from './archive.js';
 
 const script = fileURLToPath(new URL('./verify-store-main.js', import.meta.url));
@@ -18,10 +19,11 @@ export interface StoreCheck {
 export function checkStoreFile(file: string, options: { sizeBytes: number; signal?: AbortSignal }): Promise<StoreCheck> {
   // 60 s plus 1 s per 5 MB: generous for flash, still bounded.
   const timeout = 60_000 + Math.ceil(options.sizeBytes / 5_000_000) * 1000;
+  const { command, prefix } = nodeCommand();
   return new Promise((resolve, reject) => {
     execFile(
-      process.execPath,
-      ['--max-old-space-size=96', script, file],
+      command,
+      [...prefix, '--max-old-space-size=96', script, file],
       { timeout, killSignal: 'SIGKILL', maxBuffer: 64 * 1024, env: { PATH: process.env.PATH ?? '' }, ...(options.signal ? { signal: options.signal } : {}) },
       (err, stdout) => {
         const line = stdout.trim().split('\n').pop() ?? '';

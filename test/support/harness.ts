@@ -151,6 +151,21 @@ export async function startGateway(options: { overrides?: Record<string, unknown
 
 export const mainScript = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
+/** The environment of a daemon process under test: data in `dataDir`, loopback, free ports, the test admin password, cheap password hashes. */
+export function daemonTestEnv(dataDir: string): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    GATEWAYD_DATA_DIR: dataDir,
+    GATEWAYD_HOST: '127.0.0.1',
+    GATEWAYD_HTTP_PORT: '0',
+    GATEWAYD_HTTPS_PORT: '0',
+    GATEWAYD_MQTT_PORT: '0',
+    GATEWAYD_MQTTS_PORT: '0',
+    GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    GATEWAYD_SET__AUTH__PASSWORD_HASH_COST: '10',
+  };
+}
+
 /** The daemon as a separate process (for signals and SIGKILL); resolves on its ready line. */
 /**
  * The real daemon process on `dataDir`, resolved at its ready line. `as`: another user (tests
@@ -165,19 +180,7 @@ export async function startDaemonProcess(
   const { launcher = [], ...user } = as;
   const [command, ...prefix] = launcher.length ? launcher : [process.execPath];
   const child = spawn(command!, launcher.length ? [...prefix, process.execPath, mainScript] : [mainScript], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      GATEWAYD_DATA_DIR: dataDir,
-      GATEWAYD_HOST: '127.0.0.1',
-      GATEWAYD_HTTP_PORT: '0',
-      GATEWAYD_HTTPS_PORT: '0',
-      GATEWAYD_MQTT_PORT: '0',
-      GATEWAYD_MQTTS_PORT: '0',
-      GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      GATEWAYD_SET__AUTH__PASSWORD_HASH_COST: '10',
-      GATEWAYD_SET__LOG__REQUESTS: 'false',
-      ...env,
-    },
+    env: { ...daemonTestEnv(dataDir), GATEWAYD_SET__LOG__REQUESTS: 'false', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     ...user,
   });
