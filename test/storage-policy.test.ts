@@ -102,25 +102,6 @@ describe('storage policy', function () {
     expect(policy.stats().commits).to.equal(2);
   });
 
-  it('lets background writes ride along with an API transaction: one commit for both', async () => {
-    await store.transaction(() => store.kv.put(['warm'], "the store's first commits counted"));
-    const commits = store.commits();
-    table.put('bg', 'bg', 'audit event', { class: 'background' });
-    await store.transaction(() => store.kv.put(['api'], 'user created'));
-    expect(onDisk('bg'), 'on disk with the transaction').to.equal('audit event');
-    expect(store.commits() - commits, 'one LMDB commit').to.equal(1);
-    expect(policy.stats()).to.include({ stagedWrites: 0, commits: 0 });
-    // A transaction whose function throws undoes the writes that rode along: they stay staged.
-    table.put('bg2', 'bg2', 'kept', { class: 'background' });
-    await store.transaction(() => {
-      throw new Error('refused');
-    }).catch(() => undefined);
-    expect(table.get('bg2', 'bg2')).to.equal('kept');
-    expect(onDisk('bg2')).to.equal(undefined);
-    await policy.flush();
-    expect(onDisk('bg2')).to.equal('kept');
-  });
-
   it('coalesces: updates of one key before its commit write only the latest value, and owe what the older ones owed', async () => {
     const first = policy.ticket();
     table.put('topic', 'topic', 'v0', { class: 'prompt', tag: first });

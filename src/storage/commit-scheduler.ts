@@ -109,28 +109,6 @@ export class CommitScheduler {
     await Promise.all([...this.#inFlight]);
   }
 
-  /**
-   * Inside another transaction (an API write, store.onTransaction): background and due writes are
-   * issued into it and share its commit; nothing not yet due is taken. Returns what to call with
-   * the transaction's outcome (undefined when nothing rode along).
-   */
-  rideAlong(): ((outcome: 'committed' | 'rolledBack' | 'failed') => void) | undefined {
-    if (this.#stopped || this.#queues.background.length + this.#queues.prompt.length === 0) return undefined;
-    const writes = this.#choose(false, true);
-    if (writes.length === 0) return undefined;
-    for (const w of writes) this.#issue(w);
-    return (outcome) => {
-      if (outcome === 'committed') return this.#finish(writes, undefined);
-      if (outcome === 'failed') return this.#finish(writes, new Error('the transaction they rode along with failed'));
-      // Undone with the transaction's function: still staged, written by a tick of their own.
-      for (const w of writes) {
-        w.state = 'staged';
-        w.dueAt = Math.min(w.dueAt, this.deps.now());
-        this.schedule(w);
-      }
-    };
-  }
-
   /** Stops the timer (the writes still staged are the caller's to flush first). */
   stop(): void {
     this.#stopped = true;
@@ -193,12 +171,12 @@ export class CommitScheduler {
       if (!all) this.#arm();
       return;
     }
-    const writes = this.#choose(all, false);
+    const writes = this.#choose(all);
     if (writes.length > 0) this.#commit(writes);
   }
 
   /** The writes a commit takes now (marked committing), owners' earlier writes included. */
-  #choose(all: boolean, riding: boolean): StagedWrite[] {
+  #choose(all: boolean): StagedWrite[] {
     const now = this.deps.now();
     const crowded = this.deps.stagedCount() > MAX_STAGED;
     const chosen = new Set<StagedWrite>();
@@ -215,7 +193,7 @@ export class CommitScheduler {
     }
     const background = this.#queues.background;
     const head = background.peek();
-    if (all || riding || chosen.size > 0 || (head !== undefined && head.dueAt <= now)) {
+    if (all || chosen.size > 0 || (head !== undefined && head.dueAt <= now)) {
       const later: Queued[] = [];
       for (let q = background.shift(); q; q = background.shift()) {
         // A background write that became held since (someone now expects its recipient's answer) waits for its hold.

@@ -36,7 +36,7 @@ export interface StoragePolicy {
 }
 
 export interface StoragePolicyDeps {
-  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen' | 'beforeReopen' | 'onTransaction'>;
+  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen' | 'beforeReopen'>;
   timings: CommitTimings;
   log?: Logger;
   now?: () => number;
@@ -72,8 +72,6 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
     cancelled: () => void scheduler.figures.cancelledWrites++,
   };
 
-  // An API write commits at once: what is staged in the background (or due) rides along for free.
-  store.onTransaction(() => scheduler.rideAlong());
   // A restore is about to swap the store: what is staged belongs to the data it replaces and is
   // written there first (the audit trail takes the replaced store's newer events over).
   store.beforeReopen(() => scheduler.flushAll());

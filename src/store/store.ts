@@ -56,13 +56,6 @@ export interface Store extends StoreDatabases {
   onReopen(listener: () => void): void;
   /** Listeners awaited before a reopen closes the store (writes staged elsewhere reach the old store first). */
   beforeReopen(listener: () => Promise<void>): void;
-  /**
-   * A listener called inside every store.transaction, before its function: the writes it issues
-   * there share the transaction's commit (the storage policy's background writes ride along). It
-   * returns what to call with the outcome: 'committed' (on disk), 'rolledBack' (the function threw:
-   * the writes were undone with it) or 'failed' (the commit failed).
-   */
-  onTransaction(listener: () => RideOutcome | undefined): void;
   /** LMDB commits since the process started (every writer's: gatewayd_storage_commits_total). */
   commits(): number;
   /**
@@ -89,9 +82,6 @@ export interface Store extends StoreDatabases {
   /** Records a failed commit seen outside store.transaction (a part writing to its own database). */
   noteWriteFailure(err: unknown): void;
 }
-
-/** What became of writes that rode along with a store.transaction (Store.onTransaction). */
-export type RideOutcome = (outcome: 'committed' | 'rolledBack' | 'failed') => void;
 
 export interface StoreWriteHealth {
   writable: boolean;
@@ -178,7 +168,6 @@ export function openStore(options: OpenStoreOptions): Store {
   let opened = true;
   const reopenListeners: (() => void)[] = [];
   const beforeReopenListeners: (() => Promise<void>)[] = [];
-  const transactionListeners: (() => RideOutcome | undefined)[] = [];
   let health: StoreWriteHealth = { writable: true };
   const writeFailureListeners: ((health: StoreWriteHealth) => void)[] = [];
   let generation = 0;
@@ -246,32 +235,19 @@ export function openStore(options: OpenStoreOptions): Store {
       if (!health.writable) throw new InsufficientStorageError();
       // Bumped at both ends: what was read before or during the transaction is stale after it.
       generation++;
-      const riders: RideOutcome[] = [];
-      let threw = false;
       try {
-        const result = (await root.childTransaction(() => {
-          for (const listener of transactionListeners) {
-            const rider = listener();
-            if (rider) riders.push(rider);
-          }
-          try {
-            return fn();
-          } catch (err) {
-            threw = true;
-            throw err;
-          }
-        })) as T;
+        // Only fn's own writes: other writers' puts inside this child transaction would share its
+        // fate, and lmdb-js crashed the process (SIGSEGV) when such a commit failed on a file
+        // system the kernel had turned read-only (test/storage-faults.test.ts).
+        const result = (await root.childTransaction(fn)) as T;
         // lmdb-js overlaps the fsync of a commit with the next transaction (overlappingSync):
         // a committed write is not yet on disk. An API answer promises durability, so wait for
         // the flush (broker acknowledgements wait for it the same way, see mqtt/persistence).
         await root.flushed;
-        for (const rider of riders) rider('committed');
         // Not a sign of recovery by itself: a small write can fit in pages the file already has
         // while the disk is still full. Only the probe (startProbe) says writes work again.
         return result;
       } catch (err) {
-        // The function threw: its child transaction (the riders' writes with it) was rolled back.
-        for (const rider of riders) rider(threw || !isStorageFailure(err) ? 'rolledBack' : 'failed');
         if (!isStorageFailure(err)) throw err;
         noteWriteFailure(err);
         throw new InsufficientStorageError();
@@ -309,7 +285,6 @@ export function openStore(options: OpenStoreOptions): Store {
     },
     onReopen: (listener) => void reopenListeners.push(listener),
     beforeReopen: (listener) => void beforeReopenListeners.push(listener),
-    onTransaction: (listener) => void transactionListeners.push(listener),
     commits: () => commits,
     writeGeneration: () => generation,
     openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
