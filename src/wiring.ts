@@ -167,6 +167,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     // The broker's own listener; a wildcard bind address is reached on the loopback.
     localBroker: () => (broker && brokerPorts.mqtt ? { host: config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host, port: brokerPorts.mqtt } : undefined),
     store,
+    storage,
     dataDir: config.dataDir,
     log,
   });

@@ -80,6 +80,7 @@ function memoryLink() {
     publish: async (topic, payload, options = {}) => void published.push({ topic, payload, qos: options.qos ?? 0 }),
     subscribe: async () => {},
     onMessage: (h) => (handler = h),
+    confirm: async () => {},
     closed: new Promise<string>((resolve) => (close = resolve)),
     end: async (clean) => {
       ends.push(clean);
@@ -204,7 +205,7 @@ describe('Sparkplug devices: report by exception', () => {
       [{ deviceId: 'd', metrics: [{ name: 'a', datatype: 'Int32', readEndpoint: 'e1' }, { name: 'b', datatype: 'Int32', readEndpoint: 'e2' }] }],
       { nodeBorn: () => true, send: (type, _id, metrics) => (sent.push({ type, metrics }), true) },
       realTimers,
-      { birthWaitMs: 0, aggregateMs, maxMessagesPerSecond },
+      { birthWaitMs: 0, aggregateMs, maxMessagesPerSecond, datatypeInData: false },
     );
     const d = devices.devices[0]!;
     devices.setAlive(d, true);

@@ -109,16 +109,16 @@ describe('Sparkplug B edge node', function () {
     expect(host.messages.filter((m) => m.type === 'DDATA' && m.index < dbirth.index)).to.deep.equal([]);
   });
 
-  it('reports by exception: a DDATA with only the metric that changed, by alias', async () => {
+  it('reports by exception: a DDATA with only the metric that changed, by alias, with its datatype', async () => {
     const dbirth = await host.until((m) => m.type === 'DBIRTH');
     const temperatureAlias = metricNamed(dbirth, 'temperature')!.alias!;
     const from = host.messages.length;
     plc.holding[5] = 230;
-    const ddata = await host.until((m) => m.type === 'DDATA' && metricAliased(m, temperatureAlias) !== undefined, 10_000, from);
+    const ddata = await host.until((m) => m.type === 'DDATA' && metricAliased(m, temperatureAlias)?.isHistorical === undefined, 10_000, from);
     const sent = metricAliased(ddata, temperatureAlias)!;
     expect(sent.floatValue).to.be.closeTo(23, 1e-5);
     expect(sent.name).to.equal(undefined);
-    expect(sent.datatype).to.equal(undefined);
+    expect(sent.datatype).to.equal(9); // datatypeInData: true by default
     expect(ddata.payload.metrics).to.have.lengthOf(1);
     // The value stays: no more DDATA for it while it does not change (several polls).
     await new Promise((r) => setTimeout(r, 300));

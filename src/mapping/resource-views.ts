@@ -109,6 +109,20 @@ export interface SparkplugView {
   messages: Record<'NBIRTH' | 'NDEATH' | 'DBIRTH' | 'DDEATH' | 'NDATA' | 'DDATA', number>;
   /** Commands received: accepted, refused (unknown metric, not writable, not permitted, bad value), failed (the endpoint's write failed). */
   commands: Record<'NCMD' | 'DCMD', { accepted: number; refused: number; failed: number }>;
+  /** Values kept while the host cannot get them live, delivered after the births (docs/sparkplug.md "History"). */
+  history?: {
+    enabled: boolean;
+    maxValues: number;
+    maxAgeSeconds: number;
+    /** Kept now (on flash, or staged in memory). */
+    values: number;
+    /** Of those, not on flash yet. */
+    staged: number;
+    oldestAgeSeconds: number;
+    /** Delivered as historical metrics since the daemon started. */
+    published: number;
+    dropped: Record<'maxValues' | 'maxAge' | 'notInDefinition' | 'storeFailure', number>;
+  };
   agentName: string;
   message?: string;
 }

@@ -64,6 +64,8 @@ export interface SparkplugNode extends EnableableResource {
 /** Makes edge nodes; `endpointOf` gives the running endpoints its metrics name, `bridgeTarget` the target of a Bridge (via). */
 export interface SparkplugNodes {
   create(ctx: RuntimeContext, def: SparkplugDef, endpointOf: (id: string) => EndpointResource, bridgeTarget: (id: string) => 'connected' | 'disabled' | undefined): SparkplugNode;
+  /** The resource left the service files (not restarted): what it kept goes with it. */
+  discard?(id: string): void;
 }
 
 /** Per connection: its state and what went through it since it was (re)built. */
@@ -90,6 +92,8 @@ export interface SparkplugStats {
   state: SparkplugView['node']['state'];
   messages: SparkplugView['messages'];
   commands: SparkplugView['commands'];
+  /** Values kept while the host is away (absent: the gateway keeps none, no store). */
+  history?: { values: number; published: number; dropped: Record<string, number> };
 }
 
 export interface MappingStats {
@@ -220,6 +224,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     for (const order of [0, 1, 2]) await Promise.all(leaving.filter((r) => stopOrder(r) === order).map((r) => r.retire()));
     // A bridge that left the files takes its queue with it (a restarted one keeps it).
     for (const r of leaving) if (r instanceof BridgeResource && changes.removed.includes(r.def.id)) r.discard();
+    for (const r of leaving) if (r instanceof EnableableResource && r.kind === 'sparkplug' && changes.removed.includes(r.id)) deps.sparkplug?.discard?.(r.id);
     for (const id of changes.retargeted) {
       const r = resourceOf(id)!;
       const k = next.get(id)!;

@@ -6,7 +6,7 @@
 import { bridgeSchema } from '../bridges/bridge-definition.js';
 import { etherNetIpAddressSchema, etherNetIpConfigurationSchema } from './drivers/ethernet-ip-schemas.js';
 import { s7AddressSchema, s7ConfigurationSchema } from './drivers/s7-schemas.js';
-import { SPARKPLUG_DATATYPES, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
+import { SPARKPLUG_DATATYPES, SPARKPLUG_HISTORY_DEFAULTS, SPARKPLUG_ID_PATTERN } from './sparkplug-file.js';
 
 type Schema = Record<string, unknown>;
 
@@ -305,6 +305,22 @@ export const sparkplugSchema: Schema = {
       description: "At most this many DDATA per second (a burst of one second's worth); beyond it changes wait and are gathered, the latest value of each metric kept. Keep it under the broker's limit per client (the embedded broker's mqtt.maxPublishesPerSecond).",
     },
     commandTimeoutMs: { type: 'integer', minimum: 100, maximum: 600_000, default: 10_000, description: 'How long a DCMD write waits for the endpoint\'s acknowledgement.' },
+    datatypeInData: {
+      type: 'boolean',
+      default: true,
+      description: 'DDATA metrics carry their datatype, as Eclipse Tahu\'s encoder does (its decoder, and Node-RED nodes built on it, read a metric without one as null). false: only alias, value and timestamp, as Sparkplug 3.0 recommends (Ignition reads either).',
+    },
+    history: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Values read while the node is not born (primary host offline, broker unreachable, link cut) are kept and published after the next births as historical metrics (is_historical), in order, before live values resume. Beyond a bound the oldest go first.',
+      properties: {
+        enabled: { type: 'boolean', default: SPARKPLUG_HISTORY_DEFAULTS.enabled, description: 'false: nothing is kept (what was kept before is still delivered).' },
+        maxValues: { type: 'integer', minimum: 1, maximum: 100_000_000, default: SPARKPLUG_HISTORY_DEFAULTS.maxValues, description: 'Values kept at most (about 50 bytes each on flash).' },
+        maxAgeSeconds: { type: 'integer', minimum: 0, maximum: 315_360_000, default: SPARKPLUG_HISTORY_DEFAULTS.maxAgeSeconds, description: 'Values older than this are dropped; 0: no age limit.' },
+      },
+    },
     devices: {
       type: 'array',
       minItems: 1,

@@ -36,6 +36,14 @@ export type SparkplugVia =
   | ({ kind: 'remote' } & SparkplugUpstream)
   /** Through a Bridge of the service: a session of the edge node's own on the bridge's remote (in the definition, so a new remote restarts the node). */
   | { kind: 'bridge'; bridgeId: string; upstream: SparkplugUpstream };
+/** What an edge node keeps while its host cannot get values live (docs/sparkplug.md "History"). */
+export interface SparkplugHistoryDef {
+  enabled: boolean;
+  maxValues: number;
+  /** 0: no age limit. */
+  maxAgeSeconds: number;
+}
+export const SPARKPLUG_HISTORY_DEFAULTS: Readonly<SparkplugHistoryDef> = Object.freeze({ enabled: true, maxValues: 1_000_000, maxAgeSeconds: 604_800 });
 /** A Sparkplug B edge node (docs/design.md §14, src/sparkplug/). */
 export interface SparkplugDef {
   kind: 'sparkplug';
@@ -54,6 +62,9 @@ export interface SparkplugDef {
   aggregateMs: number;
   maxMessagesPerSecond: number;
   commandTimeoutMs: number;
+  /** DDATA metrics carry their datatype (default), or only alias, value and timestamp (Sparkplug 3.0's SHOULD NOT). */
+  datatypeInData: boolean;
+  history: SparkplugHistoryDef;
   devices: SparkplugDeviceDef[];
   targetState: 'enabled' | 'disabled';
 }
@@ -145,6 +156,8 @@ export function sparkplugDef(p: Record<string, any>, base: { id: string; service
     aggregateMs: p.aggregateMs,
     maxMessagesPerSecond: p.maxMessagesPerSecond,
     commandTimeoutMs: p.commandTimeoutMs,
+    datatypeInData: p.datatypeInData,
+    history: { ...SPARKPLUG_HISTORY_DEFAULTS, ...p.history },
     devices,
     targetState: p.targetState,
   };

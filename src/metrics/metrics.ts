@@ -32,7 +32,7 @@ export interface BrokerMetricsSource {
 export interface MappingMetricsSource {
   connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number; lastReadAt: number }[];
   /** Sparkplug B edge nodes: session state, messages published by type, commands by type and outcome. */
-  sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>> }[];
+  sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>>; history?: { values: number; published: number; dropped: Record<string, number> } }[];
 }
 
 /** What each bridge reports (src/bridges BridgeFigures). */
@@ -192,6 +192,15 @@ export function createMetrics(sources: MetricsSources): Metrics {
     });
     metric('counter', 'gatewayd_sparkplug_commands_total', 'Sparkplug commands received, by edge node, type (NCMD, DCMD) and result (accepted, refused, failed).', ['edge_node', 'type', 'result'], (set) => {
       for (const n of edgeNodes()) for (const [type, results] of Object.entries(n.commands)) for (const [result, count] of Object.entries(results)) set(count, { edge_node: n.id, type, result });
+    });
+    metric('gauge', 'gatewayd_sparkplug_history_values', 'Sparkplug values kept while the host cannot get them live, not delivered yet, by edge node.', ['edge_node'], (set) => {
+      for (const n of edgeNodes()) if (n.history) set(n.history.values, { edge_node: n.id });
+    });
+    metric('counter', 'gatewayd_sparkplug_history_published_total', 'Sparkplug kept values delivered as historical metrics (is_historical) after the births, by edge node.', ['edge_node'], (set) => {
+      for (const n of edgeNodes()) if (n.history) set(n.history.published, { edge_node: n.id });
+    });
+    metric('counter', 'gatewayd_sparkplug_history_dropped_total', 'Sparkplug kept values dropped, by edge node and reason (maxValues, maxAge: the bounds; notInDefinition: the metric left the definition; storeFailure).', ['edge_node', 'reason'], (set) => {
+      for (const n of edgeNodes()) for (const [reason, count] of Object.entries(n.history?.dropped ?? {})) set(count, { edge_node: n.id, reason });
     });
     // Bridges to upstream brokers (docs/bridges.md).
     const bridges = () => sources.bridges?.() ?? [];

@@ -2,7 +2,10 @@
 // host has been told in this Sparkplug session (report by exception), and when a device is born
 // (DBIRTH) or dead (DDEATH). The session (edge-session.ts) says when the node is born; the
 // resource (sparkplug-resource.ts) feeds readings, read failures and liveness from endpoints.
-import { DATATYPES, putValue, QUALITY, valueOf, ValueError, type DatatypeName, type MetricValue } from './metric-values.js';
+// While the node is not born, the changes it would have reported are kept (node-history.ts),
+// and after its births a device's live DDATA wait until they are delivered (history-replay.ts).
+import { DATATYPES, jsonOf, putValue, QUALITY, qualityProperty, valueOf, ValueError, type DatatypeName, type MetricValue } from './metric-values.js';
+import { KEPT_QUALITY, type KeptJson, type KeptQuality } from './node-history.js';
 import type { MetricMessage } from './payload-codec.js';
 import type { SparkplugDeviceDef, SparkplugMetricDef } from '../mapping/service-files.js';
 import type { Timers } from '../mapping/drivers/types.js';
@@ -24,6 +27,8 @@ export interface MetricSlot {
   fresh: boolean;
   /** What the host was told in this session (undefined: not yet, or the device is not born). */
   reported: { value: MetricValue; bad: boolean } | undefined;
+  /** What the host has been or will be told, live or by the kept values (undefined: nothing yet). */
+  told: { value: MetricValue; bad: boolean } | undefined;
 }
 
 export interface DeviceSlot {
@@ -33,6 +38,8 @@ export interface DeviceSlot {
   alive: boolean;
   /** A DBIRTH was published in the current session (and no DDEATH since). */
   born: boolean;
+  /** Born while values kept for the node were waiting: its live DDATA wait until they are delivered. */
+  replaying: boolean;
   /** The bounded wait for fresh readings before a DBIRTH (a timer handle). */
   waiting: unknown;
 }
@@ -45,8 +52,16 @@ export interface DeviceOutlet {
   send(type: 'DBIRTH' | 'DDATA' | 'DDEATH', deviceId: string, metrics: MetricMessage[]): boolean;
 }
 
-/** The 'Quality' property: an Int32 (datatype 3) quality code. */
-const qualityProperty = (code: number) => ({ keys: ['Quality'], values: [{ type: 3, intValue: code }] });
+/** Where values go while the host cannot get them live (node-history.ts, delivered by history-replay.ts). */
+export interface HistoryOutlet {
+  /** Values are kept (the resource's history.enabled). */
+  readonly keeping: boolean;
+  keep(deviceId: string, metric: string, timestamp: number, value: KeptJson, quality: KeptQuality): void;
+  /** Values kept and not delivered yet. */
+  readonly size: number;
+  /** A device was born while values were kept: deliver them. */
+  deviceBorn(): void;
+}
 
 export class EdgeDevices {
   readonly devices: DeviceSlot[];
@@ -54,7 +69,6 @@ export class EdgeDevices {
   private readonly dirty = new Set<DeviceSlot>();
   private flushing = false;
   private flushTimer: unknown;
-  private readonly rate: TokenBucket;
 
   constructor(
     defs: SparkplugDeviceDef[],
@@ -67,19 +81,26 @@ export class EdgeDevices {
       aggregateMs: number;
       /** DDATA per second at most; beyond, changes wait and are gathered. */
       maxMessagesPerSecond: number;
+      /** DDATA metrics carry their datatype (what Tahu's decoder needs), not only birth metrics. */
+      datatypeInData: boolean;
     },
+    private readonly history?: HistoryOutlet,
   ) {
     let alias = 0;
     this.devices = defs.map((d) => ({
       deviceId: d.deviceId,
-      metrics: d.metrics.map((m) => ({ def: m, type: m.datatype, alias: ++alias, value: null, bad: false, error: undefined, timestamp: 0, fresh: false, reported: undefined })),
+      metrics: d.metrics.map((m) => ({ def: m, type: m.datatype, alias: ++alias, value: null, bad: false, error: undefined, timestamp: 0, fresh: false, reported: undefined, told: undefined })),
       alive: false,
       born: false,
+      replaying: false,
       waiting: undefined,
     }));
     for (const d of this.devices) this.byId.set(d.deviceId, d);
     this.rate = new TokenBucket(options.maxMessagesPerSecond);
   }
+
+  /** DDATA per second, live and historical. */
+  readonly rate: TokenBucket;
 
   /** A reading of a metric's endpoint (after its filter and transform). */
   reading(device: DeviceSlot, slot: MetricSlot, reading: unknown, at: number): void {
@@ -113,6 +134,7 @@ export class EdgeDevices {
   private acquired(device: DeviceSlot, slot: MetricSlot, at: number): void {
     slot.timestamp = at;
     slot.fresh = true;
+    if (this.history?.keeping && (!this.outlet.nodeBorn() || device.replaying)) this.keep(device, slot);
     if (device.born) this.markDirty(device);
     else this.tryBirth(device, false);
   }
@@ -145,9 +167,30 @@ export class EdgeDevices {
     }
   }
 
-  /** The session is over (NDEATH): no device is born any more. */
+  /** The session is over (NDEATH): no device is born any more; changes the host was not told yet are kept. */
   sessionEnded(): void {
-    for (const d of this.devices) this.unborn(d);
+    for (const d of this.devices) {
+      if (d.born && this.history?.keeping) for (const m of d.metrics) this.keep(d, m);
+      this.unborn(d);
+    }
+  }
+
+  /** The values kept for the node are delivered: born devices resume live DDATA (the changes since their DBIRTH). */
+  replayDone(): void {
+    for (const d of this.devices) {
+      if (!d.replaying) continue;
+      d.replaying = false;
+      if (d.born) this.markDirty(d);
+    }
+  }
+
+  /** Keeps a metric's value when the host has not been told it (by exception, as live DDATA would). */
+  private keep(device: DeviceSlot, slot: MetricSlot): void {
+    const told = slot.told;
+    if (slot.timestamp === 0 || (told && Object.is(told.value, slot.value) && told.bad === slot.bad)) return;
+    const quality = slot.bad ? KEPT_QUALITY.BAD : told?.bad ? KEPT_QUALITY.RECOVERED : KEPT_QUALITY.GOOD;
+    this.history!.keep(device.deviceId, slot.def.name, slot.timestamp, jsonOf(slot.value), quality);
+    slot.told = { value: slot.value, bad: slot.bad };
   }
 
   stop(): void {
@@ -166,11 +209,16 @@ export class EdgeDevices {
     const metrics = device.metrics.map((m) => this.metricMessage(m, true));
     if (!this.outlet.send('DBIRTH', device.deviceId, metrics)) return;
     device.born = true;
-    for (const m of device.metrics) m.reported = { value: m.value, bad: m.bad };
+    for (const m of device.metrics) m.reported = m.told = { value: m.value, bad: m.bad };
+    if (this.history && this.history.size > 0) {
+      device.replaying = true;
+      this.history.deviceBorn();
+    }
   }
 
   private unborn(device: DeviceSlot): void {
     device.born = false;
+    device.replaying = false;
     this.dirty.delete(device);
     for (const m of device.metrics) m.reported = undefined;
   }
@@ -200,6 +248,11 @@ export class EdgeDevices {
 
   private flush(): void {
     for (const device of [...this.dirty]) {
+      if (device.replaying) {
+        // Its kept values go first; replayDone() makes it dirty again.
+        this.dirty.delete(device);
+        continue;
+      }
       const changed = device.born ? device.metrics.filter((m) => m.reported && (!Object.is(m.reported.value, m.value) || m.reported.bad !== m.bad)) : [];
       if (changed.length && !this.rate.take()) {
         // Over maxMessagesPerSecond: the device stays dirty; later changes join this DDATA.
@@ -208,16 +261,18 @@ export class EdgeDevices {
       }
       this.dirty.delete(device);
       if (!changed.length || !this.outlet.send('DDATA', device.deviceId, changed.map((m) => this.metricMessage(m, false)))) continue;
-      for (const m of changed) m.reported = { value: m.value, bad: m.bad };
+      for (const m of changed) m.reported = m.told = { value: m.value, bad: m.bad };
     }
   }
 
   /**
-   * A metric in a birth (name, alias, datatype) or a DATA message (alias only). Quality is a
-   * property when BAD, and GOOD is said again once a BAD metric recovers.
+   * A metric in a birth (name, alias, datatype) or a DATA message (alias, and the datatype unless
+   * datatypeInData is off). Quality is a property when BAD, and GOOD is said again once a BAD
+   * metric recovers.
    */
   private metricMessage(m: MetricSlot, birth: boolean): MetricMessage {
     const msg: MetricMessage = birth ? { name: m.def.name, alias: m.alias, datatype: DATATYPES[m.type] } : { alias: m.alias };
+    if (!birth && this.options.datatypeInData) msg.datatype = DATATYPES[m.type];
     msg.timestamp = m.timestamp || Date.now();
     putValue(msg, m.type, m.value);
     if (m.bad) msg.properties = qualityProperty(QUALITY.BAD);

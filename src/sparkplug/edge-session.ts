@@ -52,6 +52,8 @@ export class EdgeSession {
   seq = 0;
   bornAt: number | undefined;
   server: string | undefined;
+  /** Which MQTT session is current: one more at every CONNECT. */
+  sessionId = 0;
   readonly published: Record<PublishedType, number> = { NBIRTH: 0, NDEATH: 0, NDATA: 0, DBIRTH: 0, DDEATH: 0, DDATA: 0 };
   readonly commands: Record<'NCMD' | 'DCMD', Record<CommandOutcome, number>> = { NCMD: { accepted: 0, refused: 0, failed: 0 }, DCMD: { accepted: 0, refused: 0, failed: 0 } };
   private link: NodeLink | undefined;
@@ -112,6 +114,16 @@ export class EdgeSession {
     }
   }
 
+  /**
+   * Resolves once the broker has read everything session `id` published so far (history-replay.ts);
+   * rejects when that session is over.
+   */
+  confirm(id: number): Promise<void> {
+    const link = this.link;
+    if (!link || id !== this.sessionId) return Promise.reject(new Error('the session is over'));
+    return link.confirm();
+  }
+
   /** Publishes a device message with the next seq; false when not born or not permitted. */
   send(type: Exclude<DeviceMessageType, 'DCMD'>, deviceId: string, metrics: MetricMessage[]): boolean {
     return this.born && this.publish(type, this.deps.topics.device(type, deviceId), metrics);
@@ -135,6 +147,7 @@ export class EdgeSession {
           break;
         }
         this.link = link;
+        this.sessionId++;
         this.bdSeq = bdSeq;
         this.server = link.server;
         this.hostOnline = false;

@@ -33,6 +33,9 @@ export type MetricValue = number | bigint | boolean | string | null;
 /** Sparkplug quality codes (the 'Quality' property). */
 export const QUALITY = { BAD: 0, GOOD: 192, STALE: 500 } as const;
 
+/** The 'Quality' property of a metric: an Int32 (datatype 3) quality code. */
+export const qualityProperty = (code: number) => ({ keys: ['Quality'], values: [{ type: 3, intValue: code }] });
+
 const INT_RANGE: Partial<Record<DatatypeName, [number, number]>> = {
   Int8: [-128, 127],
   Int16: [-32768, 32767],

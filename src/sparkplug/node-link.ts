@@ -26,6 +26,13 @@ export interface NodeLink {
   /** QoS 1 subscriptions; rejects when the broker refuses one of them. */
   subscribe(filters: string[]): Promise<void>;
   onMessage(handler: (topic: string, payload: Buffer) => void): void;
+  /**
+   * Resolves once the broker has read every packet sent before it: a PINGREQ goes out and its
+   * PINGRESP comes back (a broker handles a connection's packets in order). QoS 0 publishes have
+   * no acknowledgement of their own; this is the proof that they left the gateway. Rejects when
+   * the session ends first.
+   */
+  confirm(): Promise<void>;
   /** Resolves with the reason once the session is over (lost, or ended by end()). */
   readonly closed: Promise<string>;
   /**
@@ -79,10 +86,22 @@ export async function openLink(o: LinkOptions, signal?: AbortSignal): Promise<No
   });
   let reason: string | undefined;
   client.on('error', (err) => (reason ??= err.message));
+  // PINGREQs sent and PINGRESPs received, mqtt.js's keepalive pings included: the n-th answer is the n-th ping's.
+  let pings = 0;
+  let pongs = 0;
+  const waiting: Array<{ ping: number; resolve(): void; reject(err: Error): void }> = [];
+  client.on('packetsend', (packet) => void (packet.cmd === 'pingreq' && pings++));
+  client.on('packetreceive', (packet) => {
+    if (packet.cmd !== 'pingresp') return;
+    pongs++;
+    while (waiting.length && waiting[0]!.ping <= pongs) waiting.shift()!.resolve();
+  });
   const closed = new Promise<string>((resolve) => {
     client.once('close', () => {
       client.end(true);
-      resolve(reason ?? 'connection closed');
+      const why = reason ?? 'connection closed';
+      for (const w of waiting.splice(0)) w.reject(new Error(why));
+      resolve(why);
     });
   });
   return {
@@ -97,6 +116,13 @@ export async function openLink(o: LinkOptions, signal?: AbortSignal): Promise<No
     },
     onMessage(handler) {
       client.on('message', (topic, payload) => handler(topic, payload));
+    },
+    confirm() {
+      if (!client.connected) return Promise.reject(new Error(reason ?? 'connection closed'));
+      return new Promise<void>((resolve, reject) => {
+        client.sendPing();
+        waiting.push({ ping: pings, resolve, reject });
+      });
     },
     closed,
     async end(clean) {

@@ -28,6 +28,8 @@ export interface MetricMessage extends ValueMembers {
   alias?: number;
   timestamp?: number;
   datatype?: number;
+  /** A value acquired earlier and sent late (store and forward): hosts do not take it as the current one. */
+  isHistorical?: boolean;
   properties?: { keys: string[]; values: PropertyValueMessage[] };
   bytesValue?: Uint8Array;
 }

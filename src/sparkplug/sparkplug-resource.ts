@@ -2,6 +2,8 @@
 // an endpoint, and while enabled an edge node: its session (edge-session.ts) with the host's
 // broker, its devices (edge-devices.ts) fed by the readings, read failures and states of the
 // endpoints its metrics name, and its DCMD writes (device-commands.ts) through those endpoints.
+// What its devices read while it is not born is kept (node-history.ts) and delivered after its
+// births (history-replay.ts).
 import type { EndpointObserver, EndpointResource } from '../mapping/endpoint-resource.js';
 import { EnableableResource } from '../mapping/enableable-resource.js';
 import type { SparkplugView } from '../mapping/resource-views.js';
@@ -12,8 +14,10 @@ import type { BdSeqStore } from './bdseq-store.js';
 import { DeviceCommands } from './device-commands.js';
 import { EdgeDevices, type DeviceSlot } from './edge-devices.js';
 import { EdgeSession } from './edge-session.js';
+import { HistoryReplay } from './history-replay.js';
 import { jsonOf } from './metric-values.js';
 import type { NodeConnector } from './node-connector.js';
+import type { NodeHistory } from './node-history.js';
 import { withoutCredentials } from './node-link.js';
 import type { PayloadCodec } from './payload-codec.js';
 import { edgeNodeTopics, type EdgeNodeTopics } from './sparkplug-topics.js';
@@ -22,6 +26,8 @@ import { edgeNodeTopics, type EdgeNodeTopics } from './sparkplug-topics.js';
 export interface SparkplugSupport {
   codec: PayloadCodec;
   bdSeq: BdSeqStore;
+  /** The values this edge node keeps while not born (undefined: the gateway has no store to keep them in). */
+  historyOf(def: SparkplugDef): NodeHistory | undefined;
   connectorFor(def: SparkplugDef, topics: EdgeNodeTopics, bridgeTarget: (id: string) => 'connected' | 'disabled' | undefined): NodeConnector;
 }
 
@@ -29,6 +35,8 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
   readonly session: EdgeSession;
   readonly devices: EdgeDevices;
   private readonly commands: DeviceCommands;
+  private readonly history: NodeHistory | undefined;
+  private readonly replay: HistoryReplay | undefined;
   /** The endpoints followed, and how (one observer per metric and endpoint). */
   private readonly observed: Array<[EndpointResource, EndpointObserver]> = [];
   private busy = false;
@@ -60,7 +68,34 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       onDeviceCommand: (deviceId, payload) => this.commands.handle(deviceId, payload),
       changed: () => ctx.changed(),
     });
-    this.devices = new EdgeDevices(def.devices, { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) }, ctx.timers, { birthWaitMs: def.birthWaitMs, aggregateMs: def.aggregateMs, maxMessagesPerSecond: def.maxMessagesPerSecond });
+    const history = (this.history = support.historyOf(def));
+    this.devices = new EdgeDevices(
+      def.devices,
+      { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) },
+      ctx.timers,
+      { birthWaitMs: def.birthWaitMs, aggregateMs: def.aggregateMs, maxMessagesPerSecond: def.maxMessagesPerSecond, datatypeInData: def.datatypeInData },
+      history && {
+        keeping: def.history.enabled,
+        keep: (deviceId, metric, timestamp, value, quality) => history.keep(deviceId, metric, timestamp, value, quality),
+        get size() {
+          return history.size;
+        },
+        deviceBorn: () => this.replay?.kick(),
+      },
+    );
+    this.replay =
+      history &&
+      new HistoryReplay({
+        history,
+        devices: this.devices,
+        send: (deviceId, metrics) => this.session.send('DDATA', deviceId, metrics),
+        sessionId: () => this.session.sessionId,
+        confirm: (id) => this.session.confirm(id),
+        nodeBorn: () => this.session.born,
+        datatypeInData: def.datatypeInData,
+        timers: ctx.timers,
+        log,
+      });
     this.commands = new DeviceCommands({
       devices: this.devices,
       dataPlane: ctx.dataPlane,
@@ -79,6 +114,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       this.set('enabling');
       this.follow();
       this.commands.start();
+      this.replay?.start();
       this.session.start();
       this.set('enabled');
       return;
@@ -95,6 +131,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
 
   /** NDEATH and DISCONNECT, then the endpoints are no longer followed. */
   private async close(): Promise<void> {
+    this.replay?.stop();
     await this.session.stop();
     this.commands.stop();
     this.devices.stop();
@@ -147,7 +184,10 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
 
   stats(): SparkplugStats {
     const { session } = this;
-    return { id: this.def.id, state: session.state, messages: { ...session.published }, commands: { NCMD: { ...session.commands.NCMD }, DCMD: { ...session.commands.DCMD } } };
+    const stats: SparkplugStats = { id: this.def.id, state: session.state, messages: { ...session.published }, commands: { NCMD: { ...session.commands.NCMD }, DCMD: { ...session.commands.DCMD } } };
+    const { history } = this;
+    if (history) stats.history = { values: history.size, published: history.published, dropped: { ...history.dropped } };
+    return stats;
   }
 
   view(): SparkplugView {
@@ -190,6 +230,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       agentName: this.ctx.agentName,
     };
     if (def.primaryHostId !== undefined) v.primaryHostId = def.primaryHostId;
+    if (this.history) v.history = { enabled: def.history.enabled, maxValues: def.history.maxValues, maxAgeSeconds: def.history.maxAgeSeconds, ...this.history.figures() };
     return this.withMessage(v);
   }
 }

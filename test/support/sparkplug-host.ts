@@ -19,6 +19,7 @@ export interface HostMetric {
   alias?: number;
   timestamp?: number;
   datatype?: number;
+  isHistorical?: boolean;
   isNull?: boolean;
   properties?: Record<string, HostPropertyValue>;
   intValue?: number;
@@ -78,6 +79,7 @@ function decodeMetric(bytes: Uint8Array): HostMetric {
       case 2: m.alias = Number(r.readUint64String()); return true;
       case 3: m.timestamp = Number(r.readUint64String()); return true;
       case 4: m.datatype = r.readUint32(); return true;
+      case 5: m.isHistorical = r.readBool(); return true;
       case 7: m.isNull = r.readBool(); return true;
       case 9: {
         const keys: string[] = [];
