@@ -4,6 +4,8 @@
 // one of the NBIRTH before, and the next session's is one more (kept in the store). A SIGTERM
 // publishes the NDEATH itself and disconnects, so Mosquitto sends no will. The same holds through
 // a Bridge (via: !ref <Bridge>): the node's own session on the bridge's remote carries the will.
+// What the node keeps while its host is offline is on flash: a kill -9 in the middle of the outage
+// loses none of it, and after the restart and the births it comes as historical DDATA.
 import { expect } from 'chai';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startDaemonProcess, tempDir } from './support/harness.js';
 import { startMosquitto, type MosquittoBroker } from './support/mosquitto-broker.js';
 import { SparkplugHost, type SparkplugMessage } from './support/sparkplug-host.js';
-import { startModbusServer, type ModbusTestServer } from './mapping-support.js';
+import { startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
 
 const GROUP = 'site-b';
 const bdSeqOf = (m: SparkplugMessage) => m.payload.metrics.find((x) => x.name === 'bdSeq')?.longValue;
@@ -31,7 +33,7 @@ describe('Sparkplug B edge node of the daemon process, on an upstream Mosquitto'
     return daemon;
   };
   /** A tank level (holding 0, the PLC of the test kit) as the one metric of a Sparkplug edge node. */
-  const tankService = (o: { edgeNodeId: string; runAs: string; via: string; resources?: string }) => `resources:
+  const tankService = (o: { edgeNodeId: string; runAs: string; via: string; resources?: string; primaryHostId?: string }) => `resources:
   plc:
     type: Connection
     properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}
@@ -46,7 +48,7 @@ ${o.resources ?? ''}  edge:
       runAs: ${o.runAs}
       keepaliveSeconds: 5
       via: ${o.via}
-      devices: [{deviceId: tank, metrics: [{name: level, endpoint: !ref level, datatype: UInt16}]}]
+${o.primaryHostId ? `      primaryHostId: ${o.primaryHostId}\n` : ''}      devices: [{deviceId: tank, metrics: [{name: level, endpoint: !ref level, datatype: UInt16}]}]
 `;
   const api = async (port: number, method: string, path: string, body?: unknown, contentType = 'application/json') => {
     const auth = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
@@ -155,5 +157,74 @@ ${o.resources ?? ''}  edge:
     expect(will.payload.seq).to.equal(undefined);
     expect(will.qos).to.equal(1);
     expect(mosquitto.log()).to.match(/Client gatewayd-site-b-gw-br closed its connection|Client gatewayd-site-b-gw-br disconnected/);
+  });
+
+  it('kill -9 while the primary host is offline: the values kept before it survive; after the restart and the births they come as historical DDATA, in order, with those read after', async () => {
+    const dir = tempDir();
+    dirs.push(dir);
+    mkdirSync(join(dir, 'services'));
+    const state = (online: boolean, timestamp: number) => host.client.publishAsync('spBv1.0/STATE/scada', JSON.stringify({ online, timestamp }), { qos: 1, retain: true });
+    const t0 = Date.now();
+    await state(true, t0);
+    try {
+      let daemon = await start(dir);
+      let http = daemon.ready.http as number;
+      const user = await api(http, 'POST', '/api/users', {
+        username: 'edge-hist',
+        password: GOOD_PASSWORD,
+        identityProvider: 'local',
+        initialPermissions: [
+          { context: 'mqtt', operation: 'readWrite', resource: `spBv1.0/${GROUP}/+/gw-hist/#` },
+          { context: 'mqtt', operation: 'read', resource: 'spBv1.0/STATE/scada' },
+        ],
+      });
+      expect(user.status, user.body).to.equal(201);
+      const from = host.messages.length;
+      const put = await api(http, 'PUT', '/api/services/hist', tankService({ edgeNodeId: 'gw-hist', runAs: 'edge-hist', via: `{urls: ["${mosquitto.url}"]}`, primaryHostId: 'scada' }), 'application/yaml');
+      expect(put.status, put.body).to.equal(201);
+      const dbirth = await host.until((m) => m.type === 'DBIRTH' && m.edgeNodeId === 'gw-hist', 20_000, from);
+      const view = async () => JSON.parse((await api(http, 'GET', '/api/sparkplug/hist.edge')).body);
+      /** Sets the tank level and waits until the edge node has read it. */
+      const level = async (v: number) => {
+        plc.holding[0] = v;
+        await until(async () => ((await view()).devices[0].metrics[0].value === v ? true : undefined), 10_000, `level ${v}`);
+      };
+
+      await state(false, t0 + 1);
+      await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw-hist', 10_000, dbirth.index);
+      for (const v of [101, 102, 103, 104, 105]) await level(v);
+      // On flash: nothing of the history is only in memory any more (prompt class: within storage.commitIntervalMs).
+      await until(async () => {
+        const h = (await view()).history;
+        return h.values >= 5 && h.staged === 0 ? true : undefined;
+      }, 10_000, 'the kept values on flash');
+      daemon.child.kill('SIGKILL');
+      await daemon.exited;
+
+      daemon = await start(dir);
+      http = daemon.ready.http as number;
+      await until(async () => ((await view()).node.state === 'waitingForHost' ? true : undefined), 20_000, 'waiting for the host after the restart');
+      expect((await view()).history.values, 'found on flash after the restart').to.be.at.least(5);
+      for (const v of [106, 107, 108]) await level(v);
+
+      const again = host.messages.length;
+      await state(true, t0 + 2);
+      const reborn = await host.until((m) => m.type === 'DBIRTH' && m.edgeNodeId === 'gw-hist', 20_000, again);
+      const alias = reborn.payload.metrics.find((m) => m.name === 'level')!.alias!;
+      const historical = await until(() => {
+        const h = host.messages.filter((m) => m.index > reborn.index && m.type === 'DDATA' && m.edgeNodeId === 'gw-hist').flatMap((m) => m.payload.metrics.filter((x) => x.alias === alias && x.isHistorical));
+        return h.some((m) => m.intValue === 108) ? h : undefined;
+      }, 20_000, 'the kept values at the host');
+      // The restart's first reading (105 again) is kept too: consecutive repeats aside, every value in order.
+      const seen = historical.map((m) => m.intValue).filter((v, i, all) => i === 0 || v !== all[i - 1]);
+      expect(seen.slice(seen.indexOf(101))).to.deep.equal([101, 102, 103, 104, 105, 106, 107, 108]);
+      const stamps = historical.map((m) => m.timestamp!);
+      expect(stamps).to.deep.equal([...stamps].sort((a, b) => a - b));
+      await until(async () => ((await view()).history.values === 0 ? true : undefined), 10_000, 'delivered');
+      daemon.child.kill('SIGTERM');
+      expect(await daemon.exited).to.equal(0);
+    } finally {
+      await host.client.publishAsync('spBv1.0/STATE/scada', '', { qos: 1, retain: true });
+    }
   });
 });

@@ -180,15 +180,16 @@ export class NodeHistory {
 
   private enforceLimits(): void {
     const { maxValues, maxAgeSeconds } = this.limits;
+    const now = this.now();
+    if (maxAgeSeconds > 0 && now - this.lastAgeCheck >= AGE_CHECK_MS) {
+      this.lastAgeCheck = now;
+      this.dropOlderThan(now - maxAgeSeconds * 1000);
+    }
     while (this.count > maxValues) {
       const oldest = this.read(0, Math.min(DROP_BATCH, this.count - maxValues));
       if (oldest.length === 0) break;
       this.discard(oldest, 'maxValues');
     }
-    const now = this.now();
-    if (maxAgeSeconds <= 0 || now - this.lastAgeCheck < AGE_CHECK_MS) return;
-    this.lastAgeCheck = now;
-    this.dropOlderThan(now - maxAgeSeconds * 1000);
   }
 
   /** Drops the values kept before `limit` (epoch ms), oldest first. */
