@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, maintenance, mapping, sparkplug, https, hooks, bridge (default: all).
+// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, maintenance, mapping, sparkplug, sparkplug-history, https, hooks, bridge (default: all).
 
 /** Start-up time to the ready line and resident memory at idle, first start and restart (the flags of npm start). */
 export async function benchStartup(): Promise<Record<string, number>> {
@@ -22,6 +22,7 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),
   mapping: async () => (await import('./bench-mapping.js')).benchMapping(),
   sparkplug: async () => (await import('./bench-sparkplug.js')).benchSparkplug(),
+  'sparkplug-history': async () => (await import('./bench-sparkplug-history.js')).benchSparkplugHistory(),
   https: async () => (await import('./bench-https.js')).benchHttps(),
   hooks: async () => (await import('./bench-hooks.js')).benchHooks(),
   bridge: async () => (await import('./bench-bridge.js')).benchBridge(),

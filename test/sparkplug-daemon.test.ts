@@ -27,8 +27,8 @@ describe('Sparkplug B edge node of the daemon process, on an upstream Mosquitto'
   const dirs: string[] = [];
   const children: ChildProcess[] = [];
 
-  const start = async (dir = dataDir) => {
-    const daemon = await startDaemonProcess(dir, { GATEWAYD_SET__MAPPING__SERVICES_DIR: join(dir, 'services') });
+  const start = async (dir = dataDir, env: Record<string, string> = {}) => {
+    const daemon = await startDaemonProcess(dir, { GATEWAYD_SET__MAPPING__SERVICES_DIR: join(dir, 'services'), ...env });
     children.push(daemon.child);
     return daemon;
   };
@@ -167,7 +167,9 @@ ${o.primaryHostId ? `      primaryHostId: ${o.primaryHostId}\n` : ''}      devic
     const t0 = Date.now();
     await state(true, t0);
     try {
-      let daemon = await start(dir);
+      // history.durability background (the default): kept values reach the flash with the background commits, here every second.
+      const fast = { GATEWAYD_SET__STORAGE__BACKGROUND_COMMIT_MS: '1000' };
+      let daemon = await start(dir, fast);
       let http = daemon.ready.http as number;
       const user = await api(http, 'POST', '/api/users', {
         username: 'edge-hist',
@@ -193,7 +195,7 @@ ${o.primaryHostId ? `      primaryHostId: ${o.primaryHostId}\n` : ''}      devic
       await state(false, t0 + 1);
       await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw-hist', 10_000, dbirth.index);
       for (const v of [101, 102, 103, 104, 105]) await level(v);
-      // On flash: nothing of the history is only in memory any more (prompt class: within storage.commitIntervalMs).
+      // On flash: nothing of the history is only in memory any more (within storage.backgroundCommitMs).
       await until(async () => {
         const h = (await view()).history;
         return h.values >= 5 && h.staged === 0 ? true : undefined;
@@ -201,7 +203,7 @@ ${o.primaryHostId ? `      primaryHostId: ${o.primaryHostId}\n` : ''}      devic
       daemon.child.kill('SIGKILL');
       await daemon.exited;
 
-      daemon = await start(dir);
+      daemon = await start(dir, fast);
       http = daemon.ready.http as number;
       await until(async () => ((await view()).node.state === 'waitingForHost' ? true : undefined), 20_000, 'waiting for the host after the restart');
       expect((await view()).history.values, 'found on flash after the restart').to.be.at.least(5);

@@ -42,7 +42,7 @@ describe('Sparkplug history: kept values on a real store, and their replay', fun
     policy = createStoragePolicy({ store, timings });
     table = policy.table<StoredValue>(HISTORY_DATABASE, { keyEncoding: 'ordered-binary' });
   };
-  const history = (limits = { maxValues: 100, maxAgeSeconds: 0 }, now?: () => number) => new NodeHistory({ table, store }, 'svc.edge', limits, quiet, now);
+  const history = (limits: ConstructorParameters<typeof NodeHistory>[2] = { maxValues: 100, maxAgeSeconds: 0, durability: 'prompt' }, now?: () => number) => new NodeHistory({ table, store }, 'svc.edge', limits, quiet, now);
 
   beforeEach(() => {
     dir = tempDir('gatewayd-sparkplug-history-');
@@ -83,10 +83,20 @@ describe('Sparkplug history: kept values on a real store, and their replay', fun
     expect(again.read(0, 10).map((v) => v.seq)).to.deep.equal([1, 2, 3]);
   });
 
+  it('durability background: a kept value reaches the flash with the background commits, not the next prompt one', async () => {
+    const h = history({ maxValues: 100, maxAgeSeconds: 0, durability: 'background' });
+    const t = Date.now();
+    h.keep('d', 'a', 10, 1, 0);
+    expect(h.figures().staged).to.equal(1);
+    await until(() => (h.figures().staged === 0 ? true : undefined), 5000, 'on flash');
+    expect(Date.now() - t, 'not before storage.backgroundCommitMs').to.be.at.least(timings.backgroundCommitMs - 20);
+    expect([...table.db.getKeys({ start: ['svc.edge', 0], end: ['svc.edge', 1] })]).to.deep.equal([['svc.edge', 0]]);
+  });
+
   it('beyond maxValues and maxAgeSeconds the oldest go first, counted by reason and said once in the log', () => {
     lines.length = 0;
     let now = 1_000_000;
-    const h = history({ maxValues: 3, maxAgeSeconds: 60 }, () => now);
+    const h = history({ maxValues: 3, maxAgeSeconds: 60, durability: 'prompt' }, () => now);
     for (let i = 0; i < 6; i++) h.keep('d', 'a', now + i, i, 0);
     expect(h.read(0, 10).map((v) => v.value)).to.deep.equal([3, 4, 5]);
     expect(h.dropped.maxValues).to.equal(3);
@@ -188,7 +198,7 @@ describe('Sparkplug history: kept values on a real store, and their replay', fun
   });
 
   it('changes while the replay has not reached the end are kept too, and go out as history before live DDATA', async () => {
-    const h = history({ maxValues: 10_000, maxAgeSeconds: 0 });
+    const h = history({ maxValues: 10_000, maxAgeSeconds: 0, durability: 'prompt' });
     for (let i = 0; i < 2500; i++) h.keep('d', 'a', i, i, 0); // more than one slice
     const n = node(h);
     n.read(7000, 3000);

@@ -114,6 +114,7 @@ export interface SparkplugView {
     enabled: boolean;
     maxValues: number;
     maxAgeSeconds: number;
+    durability: 'prompt' | 'background';
     /** Kept now (on flash, or staged in memory). */
     values: number;
     /** Of those, not on flash yet. */

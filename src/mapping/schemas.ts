@@ -319,6 +319,12 @@ export const sparkplugSchema: Schema = {
         enabled: { type: 'boolean', default: SPARKPLUG_HISTORY_DEFAULTS.enabled, description: 'false: nothing is kept (what was kept before is still delivered).' },
         maxValues: { type: 'integer', minimum: 1, maximum: 100_000_000, default: SPARKPLUG_HISTORY_DEFAULTS.maxValues, description: 'Values kept at most (about 50 bytes each on flash).' },
         maxAgeSeconds: { type: 'integer', minimum: 0, maximum: 315_360_000, default: SPARKPLUG_HISTORY_DEFAULTS.maxAgeSeconds, description: 'Values older than this are dropped; 0: no age limit.' },
+        durability: {
+          type: 'string',
+          enum: ['prompt', 'background'],
+          default: SPARKPLUG_HISTORY_DEFAULTS.durability,
+          description: 'When kept values reach the flash, i.e. what a kill -9 or a power cut can cost of them: background (default) within storage.backgroundCommitMs, in few commits (about 90 bytes written per value; an outage shorter than that writes nothing); prompt within storage.commitIntervalMs, about 7 times the bytes (docs/sparkplug.md).',
+        },
       },
     },
     devices: {

@@ -42,8 +42,10 @@ export interface SparkplugHistoryDef {
   maxValues: number;
   /** 0: no age limit. */
   maxAgeSeconds: number;
+  /** When a kept value reaches the flash: prompt (within storage.commitIntervalMs) or background (within storage.backgroundCommitMs, fewer commits). */
+  durability: 'prompt' | 'background';
 }
-export const SPARKPLUG_HISTORY_DEFAULTS: Readonly<SparkplugHistoryDef> = Object.freeze({ enabled: true, maxValues: 1_000_000, maxAgeSeconds: 604_800 });
+export const SPARKPLUG_HISTORY_DEFAULTS: Readonly<SparkplugHistoryDef> = Object.freeze({ enabled: true, maxValues: 1_000_000, maxAgeSeconds: 604_800, durability: 'background' as const });
 /** A Sparkplug B edge node (docs/design.md §14, src/sparkplug/). */
 export interface SparkplugDef {
   kind: 'sparkplug';

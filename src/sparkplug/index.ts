@@ -58,7 +58,7 @@ export function createSparkplugSupport(deps: {
   const support: SparkplugSupport = {
     codec: createPayloadCodec(),
     bdSeq: createBdSeqStore(store),
-    historyOf: (def) => historyOf(def.id, { maxValues: def.history.maxValues, maxAgeSeconds: def.history.maxAgeSeconds }),
+    historyOf: (def) => historyOf(def.id, { maxValues: def.history.maxValues, maxAgeSeconds: def.history.maxAgeSeconds, durability: def.history.durability }),
     connectorFor: (def, topics, bridgeTarget) => createNodeConnector(def, topics, { identity: deps.identity, localBroker: deps.localBroker, dataDir: deps.dataDir, bridgeTarget, log }),
   };
   return {

@@ -4,9 +4,11 @@
 // environment, so backups carry it and a restore brings it back. The resource id is the owner:
 // a node's values reach the disk in the order they were kept.
 //
-// - Memory first: a value is staged and reaches the flash in the next group commit (the
-//   'prompt' class: a kill -9 or a power cut loses at most storage.commitIntervalMs of them).
-//   One that is delivered before that commit is never written.
+// - Memory first: a value is staged and reaches the flash with the background commits
+//   (history.durability 'background', the default: a kill -9 or a power cut loses at most
+//   storage.backgroundCommitMs of them, in few commits) or the next group commit ('prompt': at
+//   most storage.commitIntervalMs, about 7 times the bytes written per value; docs/sparkplug.md).
+//   One that is delivered before its commit is never written: a short outage writes nothing.
 // - Delivered values leave it (history-replay.ts says when a value counts as delivered).
 // - Bounded by maxValues and maxAgeSeconds: beyond a bound the oldest go first, counted by reason
 //   and said once in the log per episode (until the history is empty again).
@@ -45,6 +47,8 @@ export interface HistoryLimits {
   maxValues: number;
   /** 0: no age limit. */
   maxAgeSeconds: number;
+  /** The storage class of a kept value: prompt (within storage.commitIntervalMs on flash) or background (storage.backgroundCommitMs). */
+  durability: 'prompt' | 'background';
 }
 
 export interface HistoryFigures {
@@ -112,7 +116,7 @@ export class NodeHistory {
     if (!store.isOpen() || !store.writeHealth().writable) return this.drop(1, 'storeFailure');
     const seq = this.nextSeq++;
     const stored: StoredValue = [deviceId, metric, timestamp, value, quality];
-    if (!table.put(this.writeId(seq), [this.id, seq], stored, { class: 'prompt', owner: this.id })) return this.drop(1, 'storeFailure');
+    if (!table.put(this.writeId(seq), [this.id, seq], stored, { class: this.limits.durability, owner: this.id })) return this.drop(1, 'storeFailure');
     this.count++;
     this.enforceLimits();
   }
@@ -159,7 +163,8 @@ export class NodeHistory {
 
   figures(): HistoryFigures {
     let staged = 0;
-    for (const w of this.storage.table.stagedOf(this.id)) if (w.value !== REMOVED && w.state === 'staged') staged++;
+    // Staged or being committed: not on flash yet either way.
+    for (const w of this.storage.table.stagedOf(this.id)) if (w.value !== REMOVED) staged++;
     const oldest = this.count > 0 ? this.read(0, 1)[0] : undefined;
     return {
       values: this.count,

@@ -230,7 +230,7 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       agentName: this.ctx.agentName,
     };
     if (def.primaryHostId !== undefined) v.primaryHostId = def.primaryHostId;
-    if (this.history) v.history = { enabled: def.history.enabled, maxValues: def.history.maxValues, maxAgeSeconds: def.history.maxAgeSeconds, ...this.history.figures() };
+    if (this.history) v.history = { ...def.history, ...this.history.figures() };
     return this.withMessage(v);
   }
 }
