@@ -81,6 +81,7 @@ function memoryLink() {
     subscribe: async () => {},
     onMessage: (h) => (handler = h),
     confirm: async () => {},
+    disconnectsWithWill: false,
     closed: new Promise<string>((resolve) => (close = resolve)),
     end: async (clean) => {
       ends.push(clean);

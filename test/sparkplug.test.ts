@@ -371,6 +371,28 @@ describe('Sparkplug B edge node', function () {
     expect(value('gatewayd_sparkplug_commands_total{edge_node="press.edge",type="NCMD",result="accepted"}')).to.be.greaterThanOrEqual(1);
   });
 
+  it('MQTT 5: an intentional end is a DISCONNECT with reason 0x04, so the broker publishes the will: one NDEATH, the one registered at CONNECT', async () => {
+    await gw.userWith(edgePermissions('gw6'), 'edge-gw6');
+    const from = host.messages.length;
+    await putService('line6', pressService(plc.port, { edgeNodeId: 'gw6', runAs: 'edge-gw6' }).replace('      birthWaitMs: 2000\n', '      birthWaitMs: 2000\n      protocolVersion: 5\n'));
+    try {
+      const { nbirth, bdSeq } = await born('gw6', 'line6');
+      const off = await gw.api('PUT', '/api/sparkplug/line6.edge/operation', { token: admin, body: { operation: 'disable' } });
+      expect(off.status).to.equal(200);
+      const ndeath = await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw6', 10_000, from);
+      expect(metricNamed(ndeath, 'bdSeq')!.longValue).to.equal(String(bdSeq));
+      // The will's payload was made before the CONNECT: older than the NBIRTH (an NDEATH of the node's own would be newer).
+      expect(ndeath.payload.timestamp).to.be.at.most(nbirth.payload.timestamp!);
+      await until(async () => ((await view('line6')).currentState === 'disabled' ? true : undefined), 10_000, 'disabled');
+      // A marker after the disable arrives after anything the broker would still send for the node.
+      await host.client.publishAsync(`spBv1.0/${GROUP}/NCMD/marker`, 'x', { qos: 1 });
+      await host.until((m) => m.type === 'NCMD' && m.edgeNodeId === 'marker', 10_000, ndeath.index);
+      expect(host.messages.filter((m) => m.type === 'NDEATH' && m.edgeNodeId === 'gw6')).to.have.lengthOf(1);
+    } finally {
+      await gw.api('DELETE', '/api/services/line6', { token: admin });
+    }
+  });
+
   it('a Sparkplug resource that does not fit is refused with the path of each problem, and nothing runs', async () => {
     const bad = `resources:
   plc:

@@ -227,12 +227,21 @@ export class EdgeSession {
     return this.deps.codec.encode({ timestamp: Date.now(), metrics: [{ name: 'bdSeq', timestamp: Date.now(), datatype: DATATYPES.Int64, longValue: bdSeq }] });
   }
 
-  /** Publishes the NDEATH (when born), then DISCONNECT: the broker drops the will. */
+  /**
+   * Publishes the NDEATH (when born), then DISCONNECT: the broker drops the will. MQTT 5: a
+   * DISCONNECT with reason code 0x04 instead, so the broker publishes the will as the NDEATH
+   * (Sparkplug 3.0, tck-id-payloads-ndeath-will-message-publisher-disconnect-mqtt50).
+   */
   private async leave(link: NodeLink): Promise<void> {
     const wasBorn = this.born;
     // Nothing more goes out in this session.
     this.setState(this.active ? 'connecting' : 'disabled');
     const topic = this.deps.topics.node('NDEATH');
+    if (wasBorn && this.deps.mayPublish(topic) && link.disconnectsWithWill) {
+      this.published.NDEATH++;
+      await link.end(true, true);
+      return;
+    }
     if (wasBorn && this.deps.mayPublish(topic)) {
       const sent = link.publish(topic, this.deathPayload(this.bdSeq!), { qos: 1 }).catch(() => undefined);
       let timer: NodeJS.Timeout | undefined;

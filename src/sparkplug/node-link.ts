@@ -35,12 +35,18 @@ export interface NodeLink {
   confirm(): Promise<void>;
   /** Resolves with the reason once the session is over (lost, or ended by end()). */
   readonly closed: Promise<string>;
+  /** MQTT 5: a DISCONNECT can ask the broker to publish the will (reason code 0x04). */
+  readonly disconnectsWithWill: boolean;
   /**
    * Ends the session. clean: a DISCONNECT, so the broker discards the will (the caller has
-   * published the NDEATH itself); otherwise the connection is cut and the broker sends the will.
+   * published the NDEATH itself) — or, with `withWill` on MQTT 5, publishes it (Disconnect with
+   * Will Message); otherwise the connection is cut and the broker sends the will.
    */
-  end(clean: boolean): Promise<void>;
+  end(clean: boolean, withWill?: boolean): Promise<void>;
 }
+
+/** MQTT 5 DISCONNECT reason code: Disconnect with Will Message. */
+const DISCONNECT_WITH_WILL = 0x04;
 
 const END_TIMEOUT_MS = 2000;
 
@@ -125,7 +131,8 @@ export async function openLink(o: LinkOptions, signal?: AbortSignal): Promise<No
       });
     },
     closed,
-    async end(clean) {
+    disconnectsWithWill: o.protocolVersion === 5,
+    async end(clean, withWill = false) {
       reason ??= 'session ended';
       if (!clean) {
         client.end(true);
@@ -137,7 +144,7 @@ export async function openLink(o: LinkOptions, signal?: AbortSignal): Promise<No
           client.end(true);
           resolve();
         }, END_TIMEOUT_MS);
-        client.end(false, {}, () => {
+        client.end(false, withWill && o.protocolVersion === 5 ? { reasonCode: DISCONNECT_WITH_WILL } : {}, () => {
           clearTimeout(timer);
           resolve();
         });
