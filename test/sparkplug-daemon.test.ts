@@ -100,7 +100,10 @@ ${o.primaryHostId ? `      primaryHostId: ${o.primaryHostId}\n` : ''}      devic
     const will = await host.until((m) => m.type === 'NDEATH', 20_000, dbirth.index);
     expect(bdSeqOf(will)).to.equal(bdSeq);
     expect(will.payload.seq).to.equal(undefined);
-    expect(will.qos).to.equal(1);
+    expect(will.payload.metrics.map((m) => [m.name, m.datatype])).to.deep.equal([['bdSeq', 4]]);
+    expect(will).to.include({ qos: 1, retain: false });
+    // MQTT 3.1.1, clean session (Mosquitto logs the CONNECT's protocol level and flags).
+    expect(mosquitto.log()).to.match(/as gatewayd-site-b-gw-up \(p2, c1, k5/);
 
     const second = await start();
     const reborn = await host.until((m) => m.type === 'NBIRTH', 20_000, will.index);

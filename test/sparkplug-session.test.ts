@@ -172,6 +172,13 @@ describe('Sparkplug edge node session (in-memory link)', () => {
     expect(s.state).to.equal('born');
     const nbirths = decoded().filter((m) => m.topic.includes('NBIRTH'));
     expect(nbirths.map((m) => m.payload.metrics[0]!.longValue)).to.deep.equal(['0', '1']);
+    // Offline at 3000: an online STATE older than that (2500) is a leftover, not the host coming back.
+    state(false, 3000);
+    await until(() => (links.length === 3 && s.state === 'waitingForHost' ? true : undefined), 5000, 'waiting again');
+    state(true, 2500, links[2]);
+    expect(s.state).to.equal('waitingForHost');
+    state(true, 3000, links[2]);
+    expect(s.state).to.equal('born');
     await s.stop();
   });
 

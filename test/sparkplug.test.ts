@@ -95,7 +95,10 @@ describe('Sparkplug B edge node', function () {
 
     const dbirth = await host.until((m) => m.type === 'DBIRTH');
     expect(dbirth.topic).to.equal(`spBv1.0/${GROUP}/DBIRTH/${NODE}/${DEVICE}`);
+    expect(dbirth).to.include({ qos: 0, retain: false });
+    expect(dbirth.payload.timestamp).to.be.closeTo(Date.now(), 60_000);
     expect(dbirth.payload.seq).to.equal(1);
+    for (const m of [...nbirth.payload.metrics, ...dbirth.payload.metrics]) expect(m.timestamp, m.name).to.be.closeTo(Date.now(), 60_000);
     expect(dbirth.index).to.be.greaterThan(nbirth.index);
     const temperature = metricNamed(dbirth, 'temperature')!;
     expect(temperature.datatype).to.equal(9); // Float
@@ -115,7 +118,12 @@ describe('Sparkplug B edge node', function () {
     const from = host.messages.length;
     plc.holding[5] = 230;
     const ddata = await host.until((m) => m.type === 'DDATA' && metricAliased(m, temperatureAlias)?.isHistorical === undefined, 10_000, from);
+    expect(ddata.topic).to.equal(`spBv1.0/${GROUP}/DDATA/${NODE}/${DEVICE}`);
+    expect(ddata).to.include({ qos: 0, retain: false });
+    expect(ddata.payload.timestamp).to.be.closeTo(Date.now(), 60_000);
+    expect(ddata.payload.seq).to.be.a('number');
     const sent = metricAliased(ddata, temperatureAlias)!;
+    expect(sent.timestamp).to.be.closeTo(Date.now(), 60_000);
     expect(sent.floatValue).to.be.closeTo(23, 1e-5);
     expect(sent.name).to.equal(undefined);
     expect(sent.datatype).to.equal(9); // datatypeInData: true by default
@@ -197,6 +205,8 @@ describe('Sparkplug B edge node', function () {
     const ddeath = await host.until((m) => m.type === 'DDEATH', 10_000, from);
     expect(ddeath.topic).to.equal(`spBv1.0/${GROUP}/DDEATH/${NODE}/${DEVICE}`);
     expect(ddeath.payload.seq).to.be.a('number');
+    expect(ddeath).to.include({ qos: 0, retain: false });
+    expect(ddeath.payload.timestamp).to.be.closeTo(Date.now(), 60_000);
     const dead = await view();
     expect(dead.node.state).to.equal('born');
     expect(dead.devices[0].state).to.equal('dead');
@@ -220,6 +230,7 @@ describe('Sparkplug B edge node', function () {
     await putService('press', pressService(plc.port, { extraMetric: true }));
     const ndeath = await host.until((m) => m.type === 'NDEATH', 10_000, from);
     expect(metricNamed(ndeath, 'bdSeq')!.longValue).to.equal(String(bdSeq));
+    expect(ndeath.payload.metrics).to.have.lengthOf(1); // bdSeq only
     expect(ndeath.payload.seq).to.equal(undefined);
     const nbirth = await host.until((m) => m.type === 'NBIRTH', 10_000, from);
     expect(nbirth.index).to.be.greaterThan(ndeath.index);
@@ -417,7 +428,7 @@ describe('Sparkplug B edge node', function () {
             - {name: Temp, endpoint: !ref plc, datatype: Float}
             - {name: temp, endpoint: !ref t, datatype: Float, writable: true}
             - {name: w, endpoint: !ref w, datatype: Int16}
-        - deviceId: d
+        - deviceId: D
           metrics: [{name: x, endpoint: !ref t, datatype: Float}]
   other:
     type: Sparkplug
@@ -432,7 +443,7 @@ describe('Sparkplug B edge node', function () {
     expect(problems[`${at}.devices[0].metrics[1].name`]).to.match(/used twice .*ignoring case/);
     expect(problems[`${at}.devices[0].metrics[1].writeEndpoint`]).to.match(/needs writeEndpoint/);
     expect(problems[`${at}.devices[0].metrics[2].writable`]).to.match(/is a write endpoint: set writable: true/);
-    expect(problems[`${at}.devices[1].deviceId`]).to.match(/used twice/);
+    expect(problems[`${at}.devices[1].deviceId`]).to.match(/used twice .*ignoring case/);
     expect(problems['resources.other.properties.groupId']).to.match(/pattern/);
     expect(problems['resources.other.properties.devices[0].metrics[0].datatype']).to.match(/allowed values/);
     expect((await gw.api('GET', '/api/services/bad', { token: admin })).status).to.equal(404);

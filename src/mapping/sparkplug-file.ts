@@ -104,7 +104,9 @@ export function sparkplugDef(p: Record<string, any>, base: { id: string; service
   let complete = viaOk;
   (p.devices as Array<{ deviceId: string; metrics: Array<Record<string, any>> }>).forEach((d, i) => {
     const at = `${path}.devices[${i}]`;
-    if (!h.collect(() => (deviceIds.has(d.deviceId) ? h.fail(`${at}.deviceId`, `device id "${d.deviceId}" is used twice`) : deviceIds.add(d.deviceId)))) complete = false;
+    // Sparkplug 3.0 "Case Sensitivity": ids that differ only in case are one for many hosts.
+    const deviceKey = d.deviceId.toLowerCase();
+    if (!h.collect(() => (deviceIds.has(deviceKey) ? h.fail(`${at}.deviceId`, `device id "${d.deviceId}" is used twice (ids are compared ignoring case)`) : deviceIds.add(deviceKey)))) complete = false;
     const names = new Set<string>();
     const metrics: SparkplugMetricDef[] = [];
     d.metrics.forEach((m, j) => {

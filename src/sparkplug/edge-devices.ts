@@ -52,6 +52,9 @@ export interface DeviceOutlet {
   send(type: 'DBIRTH' | 'DDATA' | 'DDEATH', deviceId: string, metrics: MetricMessage[]): boolean;
 }
 
+/** Metrics in the order of their timestamps (Sparkplug 3.0, tck-id-operational-behavior-data-publish-dbirth-order); a stable sort: ties keep the definition's order. */
+const chronological = (metrics: MetricMessage[]) => metrics.sort((a, b) => a.timestamp! - b.timestamp!);
+
 /** Where values go while the host cannot get them live (node-history.ts, delivered by history-replay.ts). */
 export interface HistoryOutlet {
   /** Values are kept (the resource's history.enabled). */
@@ -206,7 +209,7 @@ export class EdgeDevices {
     if (device.born || !device.alive || !this.outlet.nodeBorn()) return;
     if (!force && device.waiting !== undefined && device.metrics.some((m) => !m.fresh && m.def.readEndpoint !== undefined)) return;
     this.cancelWait(device);
-    const metrics = device.metrics.map((m) => this.metricMessage(m, true));
+    const metrics = chronological(device.metrics.map((m) => this.metricMessage(m, true)));
     if (!this.outlet.send('DBIRTH', device.deviceId, metrics)) return;
     device.born = true;
     for (const m of device.metrics) m.reported = m.told = { value: m.value, bad: m.bad };
@@ -260,7 +263,7 @@ export class EdgeDevices {
         return;
       }
       this.dirty.delete(device);
-      if (!changed.length || !this.outlet.send('DDATA', device.deviceId, changed.map((m) => this.metricMessage(m, false)))) continue;
+      if (!changed.length || !this.outlet.send('DDATA', device.deviceId, chronological(changed.map((m) => this.metricMessage(m, false))))) continue;
       for (const m of changed) m.reported = m.told = { value: m.value, bad: m.bad };
     }
   }

@@ -65,6 +65,8 @@ export class EdgeSession {
   private connecting: AbortController | undefined;
   /** The primary host's last online STATE timestamp (kept across sessions), and whether it is online now. */
   private hostTimestamp: number | undefined;
+  /** The newest STATE timestamp seen, online or offline (kept across sessions). */
+  private stateTimestamp: number | undefined;
   private hostOnline = false;
   /** The host went offline: reconnect at once (to the next server), not after a backoff. */
   private walk = false;
@@ -290,8 +292,12 @@ export class EdgeSession {
       this.deps.log.info('sparkplug STATE ignored: not {"online": boolean, "timestamp": number}', { topic: this.deps.topics.hostState });
       return;
     }
-    // An older timestamp is a late will of an earlier host session: ignored.
-    if (this.hostTimestamp !== undefined && state.timestamp < this.hostTimestamp) return;
+    // Late (the will of an earlier host session, a retained leftover), ignored: an online STATE older
+    // than the last STATE, an offline one older than the last online one (Sparkplug 3.0,
+    // tck-id-message-flow-edge-node-birth-publish-phid-wait-timestamp, -termination-host-offline-timestamp).
+    const last = state.online ? this.stateTimestamp : this.hostTimestamp;
+    if (last !== undefined && state.timestamp < last) return;
+    this.stateTimestamp = Math.max(this.stateTimestamp ?? state.timestamp, state.timestamp);
     if (state.online) {
       this.hostTimestamp = state.timestamp;
       this.hostOnline = true;
