@@ -15,12 +15,18 @@
 //     100 ms) until 60,000 values are kept; then STATE online: the time until the host has every
 //     historical value, the daemon's CPU for it (polling's own CPU, measured before, subtracted),
 //     the bytes written by the delivery (the removals), and the daemon's RSS with the backlog kept.
+// 3. Memory: RSS includes garbage V8 has not collected yet, so the same edge node also runs in this
+//    process (the test kit's gateway) and the heap is measured after full collections while the
+//    backlog grows: it must not grow with it.
 //
 // Run: npm run bench -- sparkplug-history
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startModbusServer } from '../test/mapping-support.js';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { startModbusServer, type ModbusTestServer } from '../test/mapping-support.js';
+import { startGateway } from '../test/support/harness.js';
 import { SparkplugHost } from '../test/support/sparkplug-host.js';
 import { ADMIN_PASSWORD, rssMiB, shippedNodeFlags, startDaemonAt } from './bench-footprint.js';
 
@@ -32,14 +38,14 @@ const REAL_SECONDS = 60;
 const CLOCK_TICKS = 100; // USER_HZ on Linux
 const DEADLINE_MS = 300_000;
 
-function service(port: number, durability: 'prompt' | 'background'): string {
+function service(port: number, durability: 'prompt' | 'background', runAs = 'edge'): string {
   const lines = ['resources:', '  plc:', '    type: Connection', `    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}`];
   for (let d = 0; d < DEVICES; d++) {
     for (let m = 0; m < METRICS; m++) {
       lines.push(`  r${d}_${m}:`, '    type: Endpoint', `    properties: {connection: !ref plc, operation: read, address: {table: holding, address: ${d * METRICS + m}}, pollIntervalMs: ${POLL_MS}, transform: "$[0]"}`);
     }
   }
-  lines.push('  edge:', '    type: Sparkplug', '    properties:', '      groupId: bench', '      edgeNodeId: gw', '      runAs: edge', '      primaryHostId: scada', `      history: {maxValues: 200000, durability: ${durability}}`, '      devices:');
+  lines.push('  edge:', '    type: Sparkplug', '    properties:', '      groupId: bench', '      edgeNodeId: gw', `      runAs: ${runAs}`, '      primaryHostId: scada', `      history: {maxValues: 200000, durability: ${durability}}`, '      devices:');
   for (let d = 0; d < DEVICES; d++) {
     lines.push(`        - deviceId: d${d}`, '          metrics:');
     for (let m = 0; m < METRICS; m++) lines.push(`            - {name: m${m}, endpoint: !ref r${d}_${m}, datatype: UInt16}`);
@@ -77,8 +83,50 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined> | T 
   }
 }
 
+/** Part 3: the heap after full collections while the backlog grows, the same edge node in this process. */
+async function heapWithBacklog(modbus: ModbusTestServer): Promise<{ points: Array<{ values: number; heapMiB: number }>; beforeMiB: number; afterMiB: number }> {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const heapMiB = () => {
+    gc();
+    gc();
+    return process.memoryUsage().heapUsed / 1024 / 1024;
+  };
+  const gw = await startGateway({ overrides: { log: { level: 'error', requests: false } } });
+  let changer: NodeJS.Timeout | undefined;
+  try {
+    const admin = await gw.login();
+    await gw.userWith([{ context: 'mqtt', operation: 'readWrite', resource: 'spBv1.0/bench/#' }, { context: 'mqtt', operation: 'read', resource: 'spBv1.0/STATE/scada' }], 'edge-heap');
+    const res = await gw.api('PUT', '/api/services/bench', { token: admin, raw: service(modbus.port, 'background', 'edge-heap'), headers: { 'content-type': 'application/yaml' } });
+    if (res.status >= 300) throw new Error(`PUT /api/services/bench: ${res.status}`);
+    const kept = async () => (await gw.api('GET', '/api/sparkplug/bench.edge', { token: admin })).body.history.values as number;
+    // The host never says it is online: everything read is kept.
+    await waitFor('waiting for the host', async () => ((await gw.api('GET', '/api/sparkplug/bench.edge', { token: admin })).body.node.state === 'waitingForHost' ? true : undefined), 30_000);
+    await sleep(3000);
+    const beforeMiB = heapMiB();
+    const points: Array<{ values: number; heapMiB: number }> = [];
+    changer = setInterval(() => {
+      for (let i = 0; i < DEVICES * METRICS; i++) modbus.holding[i] = (modbus.holding[i]! + 1) & 0xffff;
+    }, POLL_MS);
+    for (const target of [10_000, 20_000, 30_000, 40_000]) {
+      await waitFor(`${target} kept`, async () => ((await kept()) >= target ? true : undefined));
+      points.push({ values: await kept(), heapMiB: heapMiB() });
+    }
+    clearInterval(changer);
+    changer = undefined;
+    // Once the last staged writes are committed (storage.backgroundCommitMs).
+    await waitFor('on flash', async () => ((await gw.api('GET', '/api/sparkplug/bench.edge', { token: admin })).body.history.staged === 0 ? true : undefined), 30_000);
+    return { points, beforeMiB, afterMiB: heapMiB() };
+  } finally {
+    if (changer) clearInterval(changer);
+    await gw.stop();
+  }
+}
+
 export async function benchSparkplugHistory(): Promise<Record<string, number>> {
   const modbus = await startModbusServer();
+  const heap = await heapWithBacklog(modbus);
+  for (let i = 0; i < DEVICES * METRICS; i++) modbus.holding[i] = 0;
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-sparkplug-history-'));
   mkdirSync(join(dataDir, 'services'));
   const started = await startDaemonAt(dataDir, shippedNodeFlags());
@@ -100,16 +148,17 @@ export async function benchSparkplugHistory(): Promise<Record<string, number>> {
     const kept = async () => (await api(http, 'GET', '/api/sparkplug/bench.edge')).history as { values: number; staged: number; dropped: Record<string, number> };
     await waitFor('nothing kept while born', async () => ((await kept()).values === 0 ? true : undefined), 30_000);
 
-    // Polling alone (nothing changes, the host online): the CPU to subtract from the delivery's.
-    await sleep(2000);
-    const idleCpu0 = cpuMs(pid);
-    const idleT0 = performance.now();
-    await sleep(5000);
-    const pollingCpuPerMs = (cpuMs(pid) - idleCpu0) / (performance.now() - idleT0);
     const rssBefore = rssMiB(pid);
-
     await state(false);
     await waitFor('the node waits for its host', async () => ((await api(http, 'GET', '/api/sparkplug/bench.edge')).node.state === 'waitingForHost' ? true : undefined), 30_000);
+    // Polling alone (nothing changes): the CPU to subtract.
+    await sleep(3000);
+    const idleCpu0 = cpuMs(pid);
+    const idleT0 = performance.now();
+    await sleep(10_000);
+    const pollingCpuPerMs = (cpuMs(pid) - idleCpu0) / (performance.now() - idleT0);
+    const storeBytes = () => statSync(join(dataDir, 'db', 'data.mdb')).size;
+    const storeBefore = storeBytes();
     // 1. Real rate: every metric changes once a second.
     const commits = async () => Number(/^gatewayd_storage_commits_total (\d+)/m.exec(await api(http, 'GET', '/metrics'))![1]);
     const realRate = async () => {
@@ -142,6 +191,7 @@ export async function benchSparkplugHistory(): Promise<Record<string, number>> {
     const fastValues = backlog.values - realValues;
     const fastBytes = writtenBytes(pid) - written1;
     const rssWithBacklog = rssMiB(pid);
+    const storeGrowth = storeBytes() - storeBefore;
 
     // The host comes back: births, then the backlog.
     const from = host.messages.length;
@@ -184,7 +234,13 @@ export async function benchSparkplugHistory(): Promise<Record<string, number>> {
       );
     }
     console.log(`  then fed 10× faster than real time (every 100 ms, durability background): ${fastValues} more values in ${fastSeconds.toFixed(0)} s, ${(fastBytes / fastValues).toFixed(0)} bytes written per value at that rate`);
-    console.log(`  backlog kept: ${backlog.values} values; daemon RSS ${rssBefore.toFixed(1)} MiB before the outage, ${rssWithBacklog.toFixed(1)} MiB with the backlog kept, ${rssAfter.toFixed(1)} MiB once delivered`);
+    console.log(`  polling alone (100 endpoints every ${POLL_MS} ms, nothing changing): ${(pollingCpuPerMs * 100).toFixed(0)}% of a core, subtracted below`);
+    console.log(`  backlog kept: ${backlog.values} values, the store file grew by ${(storeGrowth / 1024 / 1024).toFixed(1)} MiB (${(storeGrowth / backlog.values).toFixed(0)} bytes per value); daemon RSS ${rssBefore.toFixed(1)} MiB before the outage, ${rssWithBacklog.toFixed(1)} MiB with the backlog kept, ${rssAfter.toFixed(1)} MiB once delivered`);
+    console.log(
+      `  heap after full collections (the same edge node in this process, fed 10× faster): ${heap.beforeMiB.toFixed(1)} MiB before the outage; ` +
+        heap.points.map((p) => `${p.heapMiB.toFixed(1)} MiB at ${p.values.toLocaleString('en')} kept`).join(', ') +
+        `; ${heap.afterMiB.toFixed(1)} MiB once the last ones were on flash`,
+    );
     console.log(
       `  STATE online → every historical value at the host: ${(deliveryMs / 1000).toFixed(2)} s (${Math.round(backlog.values / (deliveryMs / 1000)).toLocaleString('en')} values/s) in ${messages} historical DDATA (${(wireBytes / backlog.values).toFixed(1)} bytes per value on the wire); ` +
         `daemon CPU ${deliveryCpu.toFixed(0)} ms (${((deliveryCpu * 1000) / backlog.values).toFixed(1)} µs per value, polling's own CPU subtracted); ` +
@@ -199,6 +255,11 @@ export async function benchSparkplugHistory(): Promise<Record<string, number>> {
       backgroundBytesPerValue: background.bytes / background.values,
       fastRateBytesPerValue: fastBytes / fastValues,
       backlogValues: backlog.values,
+      storeBytesPerValue: storeGrowth / backlog.values,
+      heapBeforeMiB: heap.beforeMiB,
+      heapAt10kMiB: heap.points[0]!.heapMiB,
+      heapAt40kMiB: heap.points.at(-1)!.heapMiB,
+      heapAfterMiB: heap.afterMiB,
       rssBeforeMiB: rssBefore,
       rssWithBacklogMiB: rssWithBacklog,
       rssAfterMiB: rssAfter,
