@@ -23,6 +23,7 @@ import { openStore, type Store } from '../src/store/index.js';
 import { createStoragePolicy, type StagedTable, type StoragePolicy } from '../src/storage/index.js';
 import { GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
 import { SparkplugHost, seqsOf, type HostMetric, type SparkplugMessage } from './support/sparkplug-host.js';
+import { backupAndDownload, upload, waitIdle } from './support/maintenance-kit.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
 import { edgePermissions, GROUP, pressService } from './sparkplug-support.js';
@@ -265,7 +266,8 @@ describe('Sparkplug history in the gateway: outages of the host and of the link'
     plc = await startModbusServer();
     plc.holding[5] = 215;
     plc.holding[10] = 50;
-    gw = await startGateway();
+    // Kept values reach the flash with the background commits: every half second here.
+    gw = await startGateway({ overrides: { storage: { backgroundCommitMs: 500 } } });
     admin = await gw.login();
     await gw.userWith(HOST_PERMISSIONS, 'scada');
     host = await SparkplugHost.connect(`mqtt://127.0.0.1:${gw.ports.mqtt}`, GROUP, { username: 'scada', password: GOOD_PASSWORD, protocolVersion: 4 });
@@ -442,6 +444,45 @@ describe('Sparkplug history in the gateway: outages of the host and of the link'
     } finally {
       host.client.off('message', onMessage);
       await gw.api('DELETE', '/api/services/line5', { token: admin });
+    }
+  });
+
+  it('backup and restore: the backup carries what was kept; a restore brings back exactly that, and it is delivered after the births', async () => {
+    await gw.userWith(edgePermissions('gw8'), 'edge-gw8');
+    await putService('line8', pressService(plc.port, { edgeNodeId: 'gw8', runAs: 'edge-gw8', primaryHostId: 'scada8' }).replace(`deviceId: ${DEVICE}`, 'deviceId: mixer-8'));
+    await until(async () => ((await view('line8')).node.state === 'waitingForHost' ? true : undefined), 10_000, 'waiting for its host');
+    for (const v of [801, 802]) await temperature('line8', v);
+    const onFlash = await until(async () => {
+      const h = (await view('line8')).history;
+      return h.values >= 2 && h.staged === 0 ? h.values : undefined;
+    }, 10_000, 'kept on flash');
+    await backupAndDownload(gw, admin).then(async ({ archive }) => {
+      for (const v of [803, 804]) await temperature('line8', v);
+      expect((await view('line8')).history.values).to.equal(onFlash + 2);
+      const restore = await upload(gw, admin, archive);
+      expect(restore.status, JSON.stringify(restore.body)).to.equal(202);
+      const status = await waitIdle(gw);
+      expect(status.restore?.succeeded, status.restore?.statusMessage).to.equal(true);
+    });
+    // The restore revoked every session of the replaced store: log in and connect again.
+    admin = await gw.login();
+    await host.end().catch(() => undefined);
+    host = await SparkplugHost.connect(`mqtt://127.0.0.1:${gw.ports.mqtt}`, GROUP, { username: 'scada', password: GOOD_PASSWORD, protocolVersion: 4 });
+    expect((await view('line8')).history.values, 'what the backup held').to.equal(onFlash);
+
+    await host.client.publishAsync('spBv1.0/STATE/scada8', JSON.stringify({ online: true, timestamp: Date.now() }), { qos: 1, retain: true });
+    try {
+      const { dbirth, alias } = await bornAgain('gw8', 0);
+      const historical = await until(() => {
+        const h = historicalOf(host, 'gw8', alias('temperature'), dbirth.index);
+        return h.some((m) => Math.round(m.floatValue! * 10) === 802) ? h : undefined;
+      }, 10_000, 'the restored values at the host');
+      const values = historical.map((m) => Math.round(m.floatValue! * 10));
+      expect(values.slice(values.indexOf(801))).to.deep.equal([801, 802]);
+      await until(async () => ((await view('line8')).history.values === 0 ? true : undefined), 10_000, 'delivered');
+    } finally {
+      await host.client.publishAsync('spBv1.0/STATE/scada8', '', { qos: 1, retain: true });
+      await gw.api('DELETE', '/api/services/line8', { token: admin });
     }
   });
 });
