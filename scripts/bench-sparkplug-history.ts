@@ -29,35 +29,17 @@ import { startModbusServer, type ModbusTestServer } from '../test/mapping-suppor
 import { startGateway } from '../test/support/harness.js';
 import { SparkplugHost } from '../test/support/sparkplug-host.js';
 import { ADMIN_PASSWORD, rssMiB, shippedNodeFlags, startDaemonAt } from './bench-footprint.js';
+import { benchService, cpuMs } from './bench-sparkplug.js';
 
 const DEVICES = 10;
 const METRICS = 10;
 const POLL_MS = 100;
 const OUTAGE_VALUES = 60_000; // 10 minutes × 100 metrics × 1 Hz
 const REAL_SECONDS = 60;
-const CLOCK_TICKS = 100; // USER_HZ on Linux
 const DEADLINE_MS = 300_000;
 
-function service(port: number, durability: 'prompt' | 'background', runAs = 'edge'): string {
-  const lines = ['resources:', '  plc:', '    type: Connection', `    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}`];
-  for (let d = 0; d < DEVICES; d++) {
-    for (let m = 0; m < METRICS; m++) {
-      lines.push(`  r${d}_${m}:`, '    type: Endpoint', `    properties: {connection: !ref plc, operation: read, address: {table: holding, address: ${d * METRICS + m}}, pollIntervalMs: ${POLL_MS}, transform: "$[0]"}`);
-    }
-  }
-  lines.push('  edge:', '    type: Sparkplug', '    properties:', '      groupId: bench', '      edgeNodeId: gw', `      runAs: ${runAs}`, '      primaryHostId: scada', `      history: {maxValues: 200000, durability: ${durability}}`, '      devices:');
-  for (let d = 0; d < DEVICES; d++) {
-    lines.push(`        - deviceId: d${d}`, '          metrics:');
-    for (let m = 0; m < METRICS; m++) lines.push(`            - {name: m${m}, endpoint: !ref r${d}_${m}, datatype: UInt16}`);
-  }
-  return lines.join('\n') + '\n';
-}
-
-/** User + system CPU of a process so far, in ms. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-}
+const service = (port: number, durability: 'prompt' | 'background', runAs = 'edge') =>
+  benchService({ port, devices: DEVICES, metrics: METRICS, pollMs: POLL_MS, edge: [`runAs: ${runAs}`, 'primaryHostId: scada', `history: {maxValues: 200000, durability: ${durability}}`] });
 
 /** Bytes the process caused to be written to the block device. */
 function writtenBytes(pid: number): number {

@@ -28,25 +28,33 @@ interface EdgeOptions {
   maxMessagesPerSecond: number;
 }
 
-function service(port: number, edge: EdgeOptions | undefined): string {
-  const lines = ['resources:', '  plc:', '    type: Connection', `    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${port}}}`];
-  for (let d = 0; d < DEVICES; d++) {
-    for (let m = 0; m < METRICS; m++) {
-      lines.push(`  r${d}_${m}:`, '    type: Endpoint', `    properties: {connection: !ref plc, operation: read, address: {table: holding, address: ${d * METRICS + m}}, pollIntervalMs: ${POLL_MS}, transform: "$[0]"}`);
+/**
+ * A service file: devices × metrics Modbus endpoints (holding registers 0.., each polled every
+ * pollMs) and, with `edge` (the edge node's own property lines), the Sparkplug edge node
+ * `gw` of group `bench` with a device d<i> of metrics m<j> (UInt16) per endpoint.
+ */
+export function benchService(o: { port: number; devices: number; metrics: number; pollMs: number; edge?: string[] }): string {
+  const lines = ['resources:', '  plc:', '    type: Connection', `    properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${o.port}}}`];
+  for (let d = 0; d < o.devices; d++) {
+    for (let m = 0; m < o.metrics; m++) {
+      lines.push(`  r${d}_${m}:`, '    type: Endpoint', `    properties: {connection: !ref plc, operation: read, address: {table: holding, address: ${d * o.metrics + m}}, pollIntervalMs: ${o.pollMs}, transform: "$[0]"}`);
     }
   }
-  if (edge) {
-    lines.push('  edge:', '    type: Sparkplug', '    properties:', '      groupId: bench', '      edgeNodeId: gw', '      runAs: edge', `      aggregateMs: ${edge.aggregateMs}`, `      maxMessagesPerSecond: ${edge.maxMessagesPerSecond}`, '      devices:');
-    for (let d = 0; d < DEVICES; d++) {
+  if (o.edge) {
+    lines.push('  edge:', '    type: Sparkplug', '    properties:', '      groupId: bench', '      edgeNodeId: gw', ...o.edge.map((l) => `      ${l}`), '      devices:');
+    for (let d = 0; d < o.devices; d++) {
       lines.push(`        - deviceId: d${d}`, '          metrics:');
-      for (let m = 0; m < METRICS; m++) lines.push(`            - {name: m${m}, endpoint: !ref r${d}_${m}, datatype: UInt16}`);
+      for (let m = 0; m < o.metrics; m++) lines.push(`            - {name: m${m}, endpoint: !ref r${d}_${m}, datatype: UInt16}`);
     }
   }
   return lines.join('\n') + '\n';
 }
 
+const service = (port: number, edge: EdgeOptions | undefined) =>
+  benchService({ port, devices: DEVICES, metrics: METRICS, pollMs: POLL_MS, ...(edge ? { edge: ['runAs: edge', `aggregateMs: ${edge.aggregateMs}`, `maxMessagesPerSecond: ${edge.maxMessagesPerSecond}`] } : {}) });
+
 /** User + system CPU of a process so far, in ms. */
-function cpuMs(pid: number): number {
+export function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
