@@ -118,7 +118,7 @@ describe('Sparkplug history: kept values on a real store, and their replay', fun
     let replay: HistoryReplay | undefined = undefined;
     const devices = new EdgeDevices(
       [{ deviceId: 'd', metrics: [{ name: 'a', datatype: 'Int32', readEndpoint: 'e' }] }],
-      { nodeBorn: () => born, send: (type, _id, metrics) => born && (sent.push({ type, metrics }), true) },
+      { nodeBorn: () => born, awayFromHost: () => !born, send: (type, _id, metrics) => born && (sent.push({ type, metrics }), true) },
       realTimers,
       { birthWaitMs: 0, aggregateMs: 0, maxMessagesPerSecond: 1000, datatypeInData: true },
       { keeping: true, keep: (...a) => h.keep(...a), get size() { return h.size; }, deviceBorn: () => replay!.kick() },
@@ -281,13 +281,16 @@ describe('Sparkplug history in the gateway: outages of the host and of the link'
     await plc?.stop();
   });
 
-  it('host outage: STATE offline, the values read meanwhile are kept; STATE online: births, then the kept values as historical DDATA in order, then live DDATA; seq unbroken', async () => {
+  it('host outage: nothing kept at a start that goes well; STATE offline, the values read meanwhile are kept; STATE online: births, then the kept values as historical DDATA in order, then live DDATA; seq unbroken', async () => {
     await gw.userWith(edgePermissions(NODE), 'edge-gw1');
     const t0 = Date.now();
     await state(true, t0);
     await putService('press', pressService(plc.port, { primaryHostId: 'scada' }));
     const first = await bornAgain(NODE, 0);
     await until(async () => ((await view('press')).history?.values === 0 ? true : undefined), 10_000, 'nothing kept while born');
+    // A start whose first session comes up at once keeps nothing: its readings are in the births.
+    expect((await view('press')).history.published).to.equal(0);
+    expect(host.messages.filter((m) => m.edgeNodeId === NODE && m.type === 'DDATA' && m.payload.metrics.some((x) => x.isHistorical))).to.deep.equal([]);
 
     await state(false, t0 + 1);
     await host.until((m) => m.type === 'NDEATH' && m.edgeNodeId === NODE, 10_000, first.dbirth.index);

@@ -95,6 +95,7 @@ function session(primaryHostId?: string, connect?: ConstructorParameters<typeof 
   const topics = edgeNodeTopics('g', 'n', primaryHostId);
   const links: ReturnType<typeof memoryLink>[] = [];
   const births: boolean[] = [];
+  const away: boolean[] = [];
   const s = new EdgeSession({
     groupId: 'g',
     edgeNodeId: 'n',
@@ -113,11 +114,12 @@ function session(primaryHostId?: string, connect?: ConstructorParameters<typeof 
     mayPublish: () => true,
     onBorn: (rebirth) => births.push(rebirth),
     onEnded: () => {},
+    onAway: (tentative) => away.push(tentative),
     onDeviceCommand: () => {},
     changed: () => {},
   });
   const decoded = () => links.flatMap((l) => l.published.map((p) => ({ topic: p.topic, qos: p.qos, payload: decodeSparkplug(p.payload) })));
-  return { s, links, births, decoded };
+  return { s, links, births, decoded, away };
 }
 
 describe('Sparkplug edge node session (in-memory link)', () => {
@@ -182,6 +184,36 @@ describe('Sparkplug edge node session (in-memory link)', () => {
     await s.stop();
   });
 
+  it('away from the host (values are kept): tentatively while the first session waits for a STATE, for good once one says offline or a born session ends', async () => {
+    const first = session('scada');
+    first.s.start();
+    await until(() => (first.s.state === 'waitingForHost' ? true : undefined), 5000, 'waiting');
+    expect(first.away).to.deep.equal([true]);
+    expect(first.s.awayFromHost).to.equal(true);
+    first.links[0]!.deliver('spBv1.0/STATE/scada', JSON.stringify({ online: true, timestamp: 1 }));
+    expect(first.s.born).to.equal(true);
+    expect(first.s.awayFromHost).to.equal(false);
+    expect(first.away, 'born within the grace: what was kept is taken back').to.deep.equal([true]);
+    first.links[0]!.deliver('spBv1.0/STATE/scada', JSON.stringify({ online: false, timestamp: 2 }));
+    await until(() => (first.s.state === 'waitingForHost' ? true : undefined), 5000, 'waiting again');
+    expect(first.away).to.deep.equal([true, false]);
+    expect(first.s.awayFromHost).to.equal(true);
+    await first.s.stop();
+
+    const offline = session('scada');
+    offline.s.start();
+    await until(() => (offline.s.state === 'waitingForHost' ? true : undefined), 5000, 'waiting');
+    offline.links[0]!.deliver('spBv1.0/STATE/scada', JSON.stringify({ online: false, timestamp: 1 }));
+    expect(offline.away, 'said offline: for good at once').to.deep.equal([true, false]);
+    await offline.s.stop();
+
+    const silent = session('scada');
+    silent.s.start();
+    await until(() => (silent.away.length === 2 ? true : undefined), 5000, 'the grace over');
+    expect(silent.away, 'no STATE within the grace: for good').to.deep.equal([true, false]);
+    await silent.s.stop();
+  });
+
   it('a stop while connecting abandons the connect (a broker that accepts TCP and never answers CONNECT)', async () => {
     const silent = net.createServer(() => {});
     silent.listen(0, '127.0.0.1');
@@ -211,7 +243,7 @@ describe('Sparkplug devices: report by exception', () => {
     const sent: Array<{ type: string; metrics: MetricMessage[] }> = [];
     const devices = new EdgeDevices(
       [{ deviceId: 'd', metrics: [{ name: 'a', datatype: 'Int32', readEndpoint: 'e1' }, { name: 'b', datatype: 'Int32', readEndpoint: 'e2' }] }],
-      { nodeBorn: () => true, send: (type, _id, metrics) => (sent.push({ type, metrics }), true) },
+      { nodeBorn: () => true, awayFromHost: () => false, send: (type, _id, metrics) => (sent.push({ type, metrics }), true) },
       realTimers,
       { birthWaitMs: 0, aggregateMs, maxMessagesPerSecond, datatypeInData: false },
     );

@@ -48,6 +48,8 @@ export interface DeviceSlot {
 export interface DeviceOutlet {
   /** The NBIRTH of the current session is out. */
   nodeBorn(): boolean;
+  /** Not born for a reason (edge-session.ts awayFromHost): what is read is kept. */
+  awayFromHost(): boolean;
   /** Publishes one device message; false when it was not sent (not born, not permitted). */
   send(type: 'DBIRTH' | 'DDATA' | 'DDEATH', deviceId: string, metrics: MetricMessage[]): boolean;
 }
@@ -137,7 +139,7 @@ export class EdgeDevices {
   private acquired(device: DeviceSlot, slot: MetricSlot, at: number): void {
     slot.timestamp = at;
     slot.fresh = true;
-    if (this.history?.keeping && (!this.outlet.nodeBorn() || device.replaying)) this.keep(device, slot);
+    if (this.history?.keeping && (this.outlet.awayFromHost() || device.replaying)) this.keep(device, slot);
     if (device.born) this.markDirty(device);
     else this.tryBirth(device, false);
   }
@@ -176,6 +178,12 @@ export class EdgeDevices {
       if (d.born && this.history?.keeping) for (const m of d.metrics) this.keep(d, m);
       this.unborn(d);
     }
+  }
+
+  /** The node is away from its host now: the current values of the devices that are up are kept (those the host was not told). */
+  nodeAway(): void {
+    if (!this.history?.keeping) return;
+    for (const d of this.devices) if (d.alive) for (const m of d.metrics) this.keep(d, m);
   }
 
   /** The values kept for the node are delivered: born devices resume live DDATA (the changes since their DBIRTH). */

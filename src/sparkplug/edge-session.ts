@@ -19,6 +19,8 @@ export type CommandOutcome = 'accepted' | 'refused' | 'failed';
 
 export const REBIRTH_METRIC = 'Node Control/Rebirth';
 const NDEATH_TIMEOUT_MS = 2000;
+/** A primary host's retained STATE comes right after the subscription: waiting shorter than this is not the host being away. */
+const HOST_STATE_GRACE_MS = 1000;
 
 export interface EdgeSessionDeps {
   groupId: string;
@@ -38,6 +40,13 @@ export interface EdgeSessionDeps {
   onBorn(rebirth: boolean): void;
   /** The session ended: no device is born any more. */
   onEnded(): void;
+  /**
+   * The node is away from its host (awayFromHost just became true, or it is waiting or dead
+   * again): keep what is read. tentative: it only waits for its host's STATE at the first
+   * session, which usually comes at once with the subscription; a birth within
+   * HOST_STATE_GRACE_MS takes back what was kept since (onAway(false) when it does not come).
+   */
+  onAway?(tentative: boolean): void;
   /** A DCMD for one of the devices. */
   onDeviceCommand(deviceId: string, payload: PayloadMessage): void;
   /** A state change (views, waiters). */
@@ -73,11 +82,26 @@ export class EdgeSession {
   /** Why the session was ended from inside (shown instead of the connection's own reason). */
   private endReason: string | undefined;
   private readonly denied = new Set<string>();
+  /** Since this run started, a session ended, an attempt failed, or the host was waited for. */
+  private troubled = false;
+  private graceTimer: unknown;
+  /** An offline STATE of the primary host was taken in this run. */
+  private hostSaidOffline = false;
 
   constructor(private readonly deps: EdgeSessionDeps) {}
 
   get born(): boolean {
     return this.state === 'born';
+  }
+
+  /**
+   * Not born, and not merely on the way to its first birth: a session of this run was born and
+   * ended, an attempt failed, or the node waits for its primary host. What the devices read is
+   * kept then (node-history.ts); the readings before the first birth of a start that goes well
+   * are in the births themselves.
+   */
+  get awayFromHost(): boolean {
+    return this.troubled && !this.born;
   }
 
   start(): void {
@@ -173,6 +197,7 @@ export class EdgeSession {
       if (this.endReason !== undefined) reason = this.endReason;
       this.endReason = undefined;
       this.link = undefined;
+      this.troubled = true;
       this.deps.onEnded();
       if (!this.active) break;
       if (this.walk) {
@@ -236,6 +261,8 @@ export class EdgeSession {
    */
   private async leave(link: NodeLink): Promise<void> {
     const wasBorn = this.born;
+    // From now on what is read is kept (the NDEATH may take a moment).
+    this.troubled = true;
     // Nothing more goes out in this session.
     this.setState(this.active ? 'connecting' : 'disabled');
     const topic = this.deps.topics.node('NDEATH');
@@ -305,6 +332,12 @@ export class EdgeSession {
       return;
     }
     this.hostOnline = false;
+    this.hostSaidOffline = true;
+    // Said offline while the first session waits: away at once, not after the grace.
+    if (this.state === 'waitingForHost' && this.graceTimer !== undefined) {
+      this.deps.timers.clearTimeout(this.graceTimer);
+      this.away();
+    }
     if (this.state === 'born' && this.link) {
       this.deps.log.info('sparkplug primary host offline: NDEATH, reconnecting', { host: this.deps.topics.hostState });
       this.walk = true;
@@ -329,6 +362,21 @@ export class EdgeSession {
     if (state !== 'born') this.bornAt = undefined;
     if (this.state === state) return;
     this.state = state;
+    if (this.graceTimer !== undefined) this.deps.timers.clearTimeout(this.graceTimer);
+    this.graceTimer = undefined;
+    if (state === 'dead' || (state === 'waitingForHost' && (this.troubled || this.hostSaidOffline))) this.away();
+    else if (state === 'waitingForHost') {
+      // Waiting at the first session, no STATE heard yet: the host's retained one may be on its way.
+      this.troubled = true;
+      this.deps.onAway?.(true);
+      this.graceTimer = this.deps.timers.setTimeout(() => this.away(), HOST_STATE_GRACE_MS);
+    }
     this.deps.changed();
+  }
+
+  private away(): void {
+    this.graceTimer = undefined;
+    this.troubled = true;
+    this.deps.onAway?.(false);
   }
 }

@@ -110,6 +110,16 @@ export class NodeHistory {
     return this.count;
   }
 
+  /** The seq the next kept value will have (a mark for retract). */
+  get mark(): number {
+    return this.nextSeq;
+  }
+
+  /** Takes back the values kept from `mark` on (the host turned out not to be away): neither published nor dropped. */
+  retract(mark: number): void {
+    for (let batch = this.read(mark, DROP_BATCH); batch.length; batch = this.read(mark, DROP_BATCH)) this.remove(batch);
+  }
+
   /** Keeps one value (the next in order); when the store cannot take it, it is counted as dropped. */
   keep(deviceId: string, metric: string, timestamp: number, value: KeptJson, quality: KeptQuality): void {
     const { table, store } = this.storage;

@@ -37,6 +37,8 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
   private readonly commands: DeviceCommands;
   private readonly history: NodeHistory | undefined;
   private readonly replay: HistoryReplay | undefined;
+  /** The history's mark when a first wait for the host began (edge-session.ts onAway). */
+  private tentativeFrom: number | undefined;
   /** The endpoints followed, and how (one observer per metric and endpoint). */
   private readonly observed: Array<[EndpointResource, EndpointObserver]> = [];
   private busy = false;
@@ -63,15 +65,24 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       ready: () => connector.ready(),
       connect: (will, attempt, signal) => connector.connect(will, attempt, signal),
       mayPublish: (topic) => connector.mayPublish(topic),
-      onBorn: (rebirth) => this.devices.nodeBorn(rebirth),
+      onBorn: (rebirth) => {
+        // Born within the grace of a first wait for the host's STATE: it was not away after all.
+        if (this.tentativeFrom !== undefined) this.history?.retract(this.tentativeFrom);
+        this.tentativeFrom = undefined;
+        this.devices.nodeBorn(rebirth);
+      },
       onEnded: () => this.devices.sessionEnded(),
+      onAway: (tentative) => {
+        this.tentativeFrom = tentative ? this.history?.mark : undefined;
+        this.devices.nodeAway();
+      },
       onDeviceCommand: (deviceId, payload) => this.commands.handle(deviceId, payload),
       changed: () => ctx.changed(),
     });
     const history = (this.history = support.historyOf(def));
     this.devices = new EdgeDevices(
       def.devices,
-      { nodeBorn: () => this.session.born, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) },
+      { nodeBorn: () => this.session.born, awayFromHost: () => this.session.awayFromHost, send: (type, deviceId, metrics) => this.session.send(type, deviceId, metrics) },
       ctx.timers,
       { birthWaitMs: def.birthWaitMs, aggregateMs: def.aggregateMs, maxMessagesPerSecond: def.maxMessagesPerSecond, datatypeInData: def.datatypeInData },
       history && {
