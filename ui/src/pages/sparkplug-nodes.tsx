@@ -33,7 +33,16 @@ export interface SparkplugNodeView {
   node: { state: string; message?: string; bdSeq?: number; seq: number; server?: string; bornAt?: number };
   devices: { deviceId: string; state: string; metrics: SparkplugMetric[] }[];
   messages: Record<string, number>;
+  /** Values kept while the host could not get them live, delivered as historical metrics after the births. */
+  history?: { enabled: boolean; values: number; oldestAgeSeconds: number; published: number; dropped: Record<string, number> };
   message?: string;
+}
+
+/** The history line: what is kept now, delivered, dropped. */
+function historyLine(h: NonNullable<SparkplugNodeView['history']>): string {
+  const dropped = Object.values(h.dropped).reduce((a, b) => a + b, 0);
+  const kept = h.values ? `${h.values} kept (oldest ${Math.round(h.oldestAgeSeconds)} s ago)` : h.enabled ? 'nothing kept' : 'off';
+  return `${kept} · ${h.published} delivered${dropped ? ` · ${dropped} dropped` : ''}`;
 }
 
 function via(v: SparkplugNodeView['via']): string {
@@ -157,6 +166,12 @@ export function SparkplugSection(props: { list: SparkplugNodeView[] | undefined;
                   .map(([k, v]) => `${k} ${v}`)
                   .join(' · ')}
               </dd>
+              {n.history ? (
+                <>
+                  <dt>History</dt>
+                  <dd data-volatile>{historyLine(n.history)}</dd>
+                </>
+              ) : null}
             </dl>
             {n.message ? <p class="hint">{n.message}</p> : null}
             <Devices node={n} />
