@@ -160,6 +160,22 @@ describe('storage policy', function () {
     open();
   });
 
+  it('a backup holds what was staged: the policy commits it first', async () => {
+    table.put('recent', 'recent', 'staged a moment ago', { class: 'background' });
+    const backup = tempDir('gatewayd-storage-backup-');
+    try {
+      await store.backup(`${backup}/db`);
+      const copy = openStore({ dir: `${backup}/db` });
+      try {
+        expect(copy.openDatabase<string, string>('things', { keyEncoding: 'ordered-binary' }).get('recent')).to.equal('staged a moment ago');
+      } finally {
+        await copy.close();
+      }
+    } finally {
+      rmSync(backup, { recursive: true, force: true });
+    }
+  });
+
   it('a restore first writes what was staged to the store it replaces, then reads the restored one', async () => {
     table.put('kept', 'kept', 'in-backup', { class: 'prompt' });
     await policy.flush();

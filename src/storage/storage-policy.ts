@@ -36,7 +36,7 @@ export interface StoragePolicy {
 }
 
 export interface StoragePolicyDeps {
-  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen' | 'beforeReopen'>;
+  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen' | 'beforeSnapshot'>;
   timings: CommitTimings;
   log?: Logger;
   now?: () => number;
@@ -74,7 +74,8 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
 
   // A restore is about to swap the store: what is staged belongs to the data it replaces and is
   // written there first (the audit trail takes the replaced store's newer events over).
-  store.beforeReopen(() => scheduler.flushAll());
+  // A backup copies what is staged too (the last seconds of retained values, audit events, Sparkplug history).
+  store.beforeSnapshot(() => scheduler.flushAll());
   // Anything staged since (the swap's own moments) belongs to the replaced data too.
   store.onReopen(() => {
     scheduler.discardAll();

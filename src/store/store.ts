@@ -54,8 +54,12 @@ export interface Store extends StoreDatabases {
   reopen(swap: (dir: string) => Promise<void>): Promise<void>;
   /** Listeners called after a successful reopen (caches reload from the new store). */
   onReopen(listener: () => void): void;
-  /** Listeners awaited before a reopen closes the store (writes staged elsewhere reach the old store first). */
-  beforeReopen(listener: () => Promise<void>): void;
+  /**
+   * Listeners awaited before a backup copies the store and before a reopen closes it: writes
+   * staged elsewhere (the storage policy) reach the store first, so the copy holds them and the
+   * replaced store keeps them.
+   */
+  beforeSnapshot(listener: () => Promise<void>): void;
   /** LMDB commits since the process started (every writer's: gatewayd_storage_commits_total). */
   commits(): number;
   /**
@@ -256,6 +260,7 @@ export function openStore(options: OpenStoreOptions): Store {
       }
     },
     backup: async (dir: string) => {
+      for (const listener of beforeReopenListeners) await listener();
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       // Compacting: smaller, and freed pages (old hashes of deleted tokens) stay behind.
       await root.backup(join(dir, STORE_FILE), true);
@@ -284,7 +289,7 @@ export function openStore(options: OpenStoreOptions): Store {
       for (const listener of reopenListeners) listener();
     },
     onReopen: (listener) => void reopenListeners.push(listener),
-    beforeReopen: (listener) => void beforeReopenListeners.push(listener),
+    beforeSnapshot: (listener) => void beforeReopenListeners.push(listener),
     commits: () => commits,
     writeGeneration: () => generation,
     openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
