@@ -48,7 +48,7 @@ const PARTS = new Set(process.env.GATEWAYD_BENCH_SHIPPED_PARTS?.split(',') ?? ['
 type Kind = 'gatewayd' | 'gatewayd-node' | 'gatewayd-before' | 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb' | 'mosquitto';
 const ALL_KINDS: Kind[] = ['gatewayd', 'aedes-1.2', 'aedes-2', 'mosquitto'];
 
-interface BrokerProcess {
+export interface BrokerProcess {
   kind: Kind;
   port: number;
   pid: number;
@@ -60,7 +60,8 @@ interface BrokerProcess {
   prepare?(): Promise<void>;
 }
 
-function processCpuUs(pid: number): number {
+/** CPU time of every thread of process `pid`, µs (each task's schedstat: other load changes it little). */
+export function processCpuUs(pid: number): number {
   let ns = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
@@ -157,7 +158,8 @@ async function createBenchUser(httpPort: number): Promise<void> {
   }
 }
 
-async function startBareAedes(kind: 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb'): Promise<BrokerProcess> {
+/** A bare aedes (scripts/bench-bare-aedes.ts) in its own process. */
+export async function startBareAedes(kind: 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb'): Promise<BrokerProcess> {
   // GATEWAYD_BENCH_CPU_PROFILE: profiled as the daemon is, to compare the two (<kind>.cpuprofile).
   const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
   const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${kind}.cpuprofile`] : [];
