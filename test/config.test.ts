@@ -109,14 +109,15 @@ describe('configuration', () => {
     );
     expect(err, 'daemon must fail').to.not.equal(null);
     expect(err!.code).to.equal(CONFIG_EXIT_CODE);
-    expect(err!.stderr.trim().split('\n')).to.have.length(1);
+    // One line of refusal (an end-of-life warning of the Node running the test may stand before it).
+    expect(err!.stderr.trim().split('\n').filter((l) => !l.startsWith('gatewayd: warning:'))).to.have.length(1);
     expect(err!.stderr).to.match(/invalid configuration: http\.port/);
     expect(err!.stdout).to.equal('');
   });
 
   it('takes the storage policy from the storage section, its defaults those the parts use without configuration, and refuses values out of range naming the key', async () => {
     const c = loadConfig({ env: {} });
-    expect(c.storage).to.deep.equal({ holdMs: 1000, commitIntervalMs: 250, backgroundCommitMs: 10000, flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 } });
+    expect(c.storage).to.deep.equal({ holdMs: 1000, commitIntervalMs: 500, backgroundCommitMs: 30000, flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 } });
     const { holdMs, commitIntervalMs, backgroundCommitMs } = c.storage;
     expect({ holdMs, commitIntervalMs, backgroundCommitMs }).to.deep.equal(STORAGE_DEFAULTS);
     expect(loadConfig({ env: { GATEWAYD_SET__STORAGE__HOLD_MS: '0', GATEWAYD_SET__STORAGE__FLASH__RATED_WRITE_CYCLES: '20000' } }).storage).to.include({ holdMs: 0 });

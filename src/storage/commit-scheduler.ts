@@ -28,10 +28,10 @@ export interface CommitFigures {
 /** Staged writes beyond which held writes are committed without waiting for their hold (memory bound). */
 const MAX_STAGED = 50_000;
 /**
- * Prompt writes that make a commit worth its cost at once, without waiting for the rest of the
- * commit interval: a commit writes ~30 KB whatever it holds, so 64 queued messages cost under
- * 1 KB each. Under load (a backlog while the uplink is down) publishers are then acknowledged as
- * fast as the disk commits, not 64 per interval.
+ * Prompt writes someone waits for that make a commit worth its cost at once, without waiting for
+ * the rest of the commit interval: a commit writes ~30 KB whatever it holds, so 64 queued messages
+ * cost under 1 KB each. Under load (a backlog while the uplink is down) publishers are then
+ * acknowledged as fast as the disk commits, not 64 per interval.
  */
 const FULL_COMMIT = 64;
 
@@ -86,6 +86,8 @@ export class CommitScheduler {
   #lastTickAt = -Infinity;
   #inFlight = new Set<Promise<void>>();
   #stopped = false;
+  /** Prompt writes someone waits for (a PUBACK, a SUBACK), staged since the last tick: FULL_COMMIT counts these. */
+  #awaited = 0;
 
   constructor(private readonly deps: CommitSchedulerDeps) {}
 
@@ -96,6 +98,7 @@ export class CommitScheduler {
 
   schedule(write: StagedWrite): void {
     this.#queues[write.cls].push({ write, dueAt: write.dueAt });
+    if (write.cls === 'prompt' && write.tags !== undefined) this.#awaited++;
     this.#arm();
   }
 
@@ -125,7 +128,8 @@ export class CommitScheduler {
     if (this.#stopped) return;
     const next = this.#nextDue();
     if (next === Infinity) return;
-    const full = this.#queues.prompt.length >= FULL_COMMIT && this.#inFlight.size === 0;
+    // Removals of delivered copies (a draining queue) do not count: nobody waits for them.
+    const full = this.#awaited >= FULL_COMMIT && this.#inFlight.size === 0;
     const at = full ? next : Math.max(next, this.#lastTickAt + this.deps.timings.commitIntervalMs);
     if (this.#timer && this.#timerAt <= at) return;
     this.#clearTimer();
@@ -166,6 +170,7 @@ export class CommitScheduler {
   #tick(all: boolean): void {
     const now = this.deps.now();
     this.#lastTickAt = now;
+    this.#awaited = 0;
     if (!this.deps.store.isOpen()) {
       // A restore is swapping the store: try again after it (its reopen discards these writes).
       if (!all) this.#arm();

@@ -13,7 +13,9 @@ export function watchClientEvents(ctx: BrokerContext, aedes: Aedes, sessions: Se
   aedes.on('client', (client) => sessions.registered(client));
   aedes.on('clientReady', (client) => {
     const st = stateOf(client);
-    log.info('mqtt client connected', {
+    // At debug, like the disconnect: a thousand devices coming back after a reboot are not a
+    // thousand lines in a journal on the gateway's flash (refusals are audited at info).
+    log.debug('mqtt client connected', {
       clientId: client.id,
       username: st?.principal?.username,
       anonymous: st?.anonymous || undefined,
