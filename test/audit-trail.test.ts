@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import sinon from 'sinon';
 import type { Database } from 'lmdb';
 import { createAuditTrail } from '../src/audit/index.js';
+import { MAX_SCAN } from '../src/audit/audit-store.js';
 import { createSilentLogger } from '../src/log/index.js';
 import { createStoragePolicy, STORAGE_DEFAULTS } from '../src/storage/index.js';
 import { openStore, type Store } from '../src/store/index.js';
@@ -78,6 +79,30 @@ describe('audit trail: GET /api/audit', function () {
     expect((await audit({ user: 'admin', action: 'user created' })).body.items.map((i) => i.user)).to.include('role-delegate');
   });
 
+  it('records the roles and permissions a created or updated user is granted, by name', async () => {
+    const role = await gw.api('POST', '/api/roles', { token: admin, body: { name: 'line-operators', isShared: true, permissions: [{ context: 'mqtt', resource: 'line/#', operation: 'read' }] } });
+    expect(role.status).to.equal(201);
+    const created = await gw.api('POST', '/api/users', {
+      token: admin,
+      body: { username: 'granted-user', password: GOOD_PASSWORD, identityProvider: 'local', roles: [role.body.id], initialPermissions: [{ context: 'mqtt', resource: 'line/valve/set', operation: 'write' }] },
+    });
+    expect(created.status).to.equal(201);
+    const [event] = (await audit({ user: 'granted-user', action: 'user created' })).body.items;
+    expect(event!.details).to.deep.include({ roles: ['line-operators'], permissions: ['write mqtt line/valve/set'] });
+    expect(event!.actor?.username).to.equal('admin');
+    const [roleEvent] = (await audit({ action: 'role created', category: 'accounts' })).body.items;
+    expect(roleEvent!.details).to.deep.include({ roleName: 'line-operators', permissions: ['read mqtt line/#'] });
+
+    const updated = await gw.api('PUT', `/api/users/${created.body.id}`, { token: admin, body: { roles: [], permissions: [{ context: 'http', resource: '/api/endpoints/#', operation: 'read' }] } });
+    expect(updated.status).to.equal(200);
+    const [change] = (await audit({ user: 'granted-user', action: 'user updated' })).body.items;
+    expect(change!.details).to.deep.include({ roles: [], permissions: ['read http /api/endpoints/#'] });
+    // A change that grants nothing does not claim to.
+    expect((await gw.api('PUT', `/api/users/${created.body.id}`, { token: admin, body: { enforceMFAEnrollment: true } })).status).to.equal(200);
+    const [plain] = (await audit({ user: 'granted-user', action: 'user updated' })).body.items;
+    expect(plain!.details).not.to.have.any.keys('roles', 'permissions');
+  });
+
   it('keeps no secret: passwords set, tokens used and failed passwords are not in the trail', async () => {
     const user = await gw.userWith([], 'secret-keeper');
     const newPassword = 'N3w-Secret-Passw0rd';
@@ -124,7 +149,7 @@ describe('audit trail: GET /api/audit', function () {
 
   it('answers 400 to bad filters and cursors, and changes nothing', async () => {
     const before = (await audit({ limit: 500 })).body.items.length;
-    for (const query of ['limit=0', 'limit=501', 'limit=ten', 'outcome=maybe', 'from=yesterday', 'to=2024-13-45T00:00:00Z', 'cursor=%2F%2F', 'cursor=bm9wZQ', 'colour=red', 'user=']) {
+    for (const query of ['limit=0', 'limit=501', 'limit=ten', 'outcome=maybe', 'from=yesterday', 'to=2024-13-45T00:00:00Z', 'cursor=%2F%2F', 'cursor=bm9wZQ', 'colour=red', 'user=', 'category=writes', 'endpoint=']) {
       const res = await gw.api('GET', `/api/audit?${query}`, { token: admin });
       expect(res.status, query).to.equal(400);
       expect(res.body.message, query).to.be.a('string');
@@ -233,11 +258,39 @@ describe('audit trail: bounds and cost', function () {
     expect(keys.callCount).to.equal(1);
     const read = [...(keys.firstCall.returnValue as Iterable<unknown>)].length;
     expect(read).to.be.at.most(7);
-    // Index entries per record: action, outcome, and three per name (here one name).
-    expect((index.getStats() as { entryCount: number }).entryCount).to.equal(3000 * 5);
+    // Index entries per record: action, outcome, category, and three per name (here one name).
+    expect((index.getStats() as { entryCount: number }).entryCount).to.equal(3000 * 6);
     const rest = trail.query({ user: 'mallory', outcome: 'failure', limit: 5, after: page.next! });
     expect(rest.records).to.have.length(5);
     expect(rest.next).to.equal(undefined);
+    await trail.part.stop();
+  });
+
+  it('checks a filter no index answers on at most MAX_SCAN entries per page, and goes on from there', async () => {
+    const dbs = new Map<string, Database>();
+    const open = store.openDatabase.bind(store);
+    sinon.stub(store, 'openDatabase').callsFake((name: string, options?: object) => {
+      const db = open(name, options);
+      dbs.set(name, db);
+      return db;
+    });
+    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
+    await trail.part.start();
+    trail.record('endpoint write failed', { endpoint: 'line.valve', value: 1, error: 'Modbus exception 2' });
+    for (let i = 0; i < MAX_SCAN + 1000; i++) trail.record('login', { username: `device-${i}` });
+    await trail.settled();
+    // Sign-ins that failed: the category's index, the outcome checked on each record. None failed.
+    const gets = sinon.spy(dbs.get('audit')!, 'get');
+    const first = trail.query({ category: 'sign-in', outcome: 'failure', limit: 50 });
+    expect(first.records).to.deep.equal([]);
+    expect(first.next, 'a cursor: the page stopped reading').to.be.an('array');
+    expect(gets.callCount).to.equal(MAX_SCAN);
+    const second = trail.query({ category: 'sign-in', outcome: 'failure', limit: 50, after: first.next! });
+    expect(second).to.deep.equal({ records: [] });
+    // An endpoint and an outcome: the endpoint's index, the outcome checked.
+    expect(trail.query({ endpoint: 'line.valve', outcome: 'failure', limit: 5 }).records.map((r) => r.details.error)).to.deep.equal(['Modbus exception 2']);
+    expect(trail.query({ endpoint: 'line.valve', outcome: 'success', limit: 5 }).records).to.deep.equal([]);
+    expect(trail.query({ category: 'control', limit: 5 }).records).to.have.length(1);
     await trail.part.stop();
   });
 });

@@ -126,6 +126,7 @@ resources:
         - {browseName: Valve, dataType: Boolean, topic: plant/valve, access: readWrite}
         - {browseName: Target, nodeId: "ns=1;s=Target", dataType: Int32, topic: plant/target, access: write, setTopic: plant/target/cmd}
         - {browseName: Label, topic: plant/label}
+        - {browseName: FlagCommand, nodeId: "ns=1;s=FlagCommand", dataType: Boolean, topic: plant/flag, access: write}
 `;
 
 describe('OPC UA in the gateway', function () {
@@ -291,7 +292,19 @@ describe('OPC UA in the gateway', function () {
     const w3 = await s.write({ nodeId: level, attributeId: AttributeIds.Value, value: { value: { dataType: DataType.Double, value: 1 } } });
     expect(w3.name).to.match(/^Bad/);
     const topics = (await gw.api('GET', '/api/topics', { token: admin })).body;
-    expect(topics.nodes).to.deep.equal([{ id: 'opc.nodes', topics: ['plant/level', 'plant/valve', 'plant/valve/set', 'plant/target/cmd', 'plant/label'] }]);
+    expect(topics.nodes).to.deep.equal([{ id: 'opc.nodes', topics: ['plant/level', 'plant/valve', 'plant/valve/set', 'plant/target/cmd', 'plant/label', 'plant/flag/set'] }]);
+
+    // A write to a node whose set topic is a write endpoint's reaches the device, and the audit
+    // trail names the session's user and the OPC UA server that wrote for it.
+    await reach('endpoints', 'opc.flag', 'enabled');
+    plc.flag.setValueFromSource({ dataType: DataType.Boolean, value: false });
+    const flagged = changedOnce(plc.flag);
+    expect((await s.write({ nodeId: 'ns=1;s=FlagCommand', attributeId: AttributeIds.Value, value: { value: { dataType: DataType.Boolean, value: true } } })).name).to.equal('Good');
+    await flagged;
+    expect(plc.flag.readValue().value.value).to.equal(true);
+    const audited = await until(async () => (await gw.api('GET', '/api/audit?endpoint=opc.flag&action=endpoint%20written', { token: admin })).body.items.find((e: { details: { via?: string } }) => e.details.via !== undefined));
+    expect(audited.actor).to.include({ username: 'admin' });
+    expect(audited.details).to.include({ via: 'OPC UA server opc.srv', topic: 'plant/flag/set', value: true });
   });
 
   it('authenticates sessions as gatewayd users and authorizes reads and writes with mqtt permissions', async () => {

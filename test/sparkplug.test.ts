@@ -167,6 +167,12 @@ describe('Sparkplug B edge node', function () {
     expect(ddata.deviceId).to.equal(DEVICE);
     const counts = (await view()).commands.DCMD;
     expect(counts.accepted).to.be.greaterThanOrEqual(1);
+    // A control action in the audit trail: the host's command, written as the edge node's runAs.
+    await gw.services.audit.settled();
+    const audited = await until(async () => (await gw.api('GET', '/api/audit?endpoint=press.setpoint&category=control', { token: admin })).body.items.find((e: { details: { value?: unknown } }) => e.details.value === 77));
+    expect(audited).to.deep.include({ action: 'endpoint written', outcome: 'success' });
+    expect(audited.actor).to.include({ username: 'edge-gw1' });
+    expect(audited.details).to.include({ via: 'Sparkplug host (DCMD to edge node press.edge)', topic: 'services/press/setpoint/set' });
 
     // A read-only metric is not written; neither is a value outside the metric's type.
     const refusedBefore = counts.refused;

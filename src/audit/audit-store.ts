@@ -10,7 +10,7 @@
 import type { Key } from 'lmdb';
 import { prefixRange, type IndexKey } from '../store/index.js';
 import type { StagedTable, StoragePolicy, WriteHow } from '../storage/index.js';
-import { indexKeysOf, indexPrefix, keyOf, outcomeOf, type AuditFilter, type AuditKey, type AuditRecord } from './audit-records.js';
+import { categoryOf, indexAnswers, indexKeysOf, indexPrefix, keyOf, matches, outcomeOf, type AuditFilter, type AuditKey, type AuditRecord } from './audit-records.js';
 
 export interface AuditLimits {
   maxEntries: number;
@@ -28,9 +28,16 @@ export interface AuditQuery extends AuditFilter {
 
 export interface AuditPage {
   records: AuditRecord[];
-  /** Set when more records match. */
+  /** Set when more records may match (a page that read MAX_SCAN entries ends early: fewer records, and a next key). */
   next?: AuditKey;
 }
+
+/**
+ * Index entries one page reads at most. A filter no single index answers (an endpoint and an
+ * outcome, a category and a user) reads the most selective one and checks the rest on each
+ * record: a page costs at most this many reads, whatever the trail's size.
+ */
+export const MAX_SCAN = 5000;
 
 /** How many oldest records one pruning step removes at most. */
 const PRUNE_BATCH = 500;
@@ -89,8 +96,9 @@ export function createAuditStore(deps: { storage: StoragePolicy; limits: AuditLi
   };
 
   function query(q: AuditQuery): AuditPage {
-    // An action has one outcome: asking for the other finds nothing.
+    // An action has one outcome and one category: asking for another finds nothing.
     if (q.action !== undefined && q.outcome !== undefined && outcomeOf(q.action) !== q.outcome) return { records: [] };
+    if (q.action !== undefined && q.category !== undefined && categoryOf(q.action) !== q.category) return { records: [] };
     const prefix = indexPrefix(q);
     const source = prefix ? index : records;
     const base = prefix ?? [];
@@ -98,8 +106,13 @@ export function createAuditStore(deps: { storage: StoragePolicy; limits: AuditLi
     const end: IndexKey = [...base, q.from ?? 0];
     const found: AuditRecord[] = [];
     let next: AuditKey | undefined;
-    // One more than the page tells whether another page follows; the cursor key itself is skipped.
-    for (const { key: entryKey } of (source as StagedTable<unknown>).range({ start, end, reverse: true, limit: q.limit + 2 })) {
+    let scanned = 0;
+    let checked: AuditKey | undefined;
+    // An index that answers the filter: one more than the page tells whether another page
+    // follows (the cursor key itself is skipped). Otherwise up to MAX_SCAN entries are checked.
+    const answered = indexAnswers(prefix, q);
+    const limit = answered ? q.limit + 2 : MAX_SCAN + 2;
+    for (const { key: entryKey } of (source as StagedTable<unknown>).range({ start, end, reverse: true, limit })) {
       const key = entryKey as IndexKey;
       const k = key.slice(base.length) as AuditKey;
       if (q.after && k[0] === q.after[0] && k[1] === q.after[1] && k[2] === q.after[2]) continue;
@@ -108,10 +121,16 @@ export function createAuditStore(deps: { storage: StoragePolicy; limits: AuditLi
         next = keyOf(found[found.length - 1]!);
         break;
       }
+      if (scanned++ === MAX_SCAN) {
+        // Enough read for one page: the next one goes on after the last entry checked.
+        next = checked;
+        break;
+      }
+      checked = [k[0], k[1], k[2]];
       const recordKey = prefix ? k : key;
       const record = records.get(idOf(recordKey), recordKey);
       // An index key whose record a pruning batch removed a moment ago: not an event any more.
-      if (record) found.push(record);
+      if (record && (answered || matches(record, q))) found.push(record);
     }
     return next ? { records: found, next } : { records: found };
   }

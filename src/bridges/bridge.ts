@@ -35,7 +35,8 @@ export interface BridgeDataPlane {
   /** Every publish on the broker matching `filter`; `done` once the handler took it. */
   tap(filter: string, handler: (message: TappedMessage, done: () => void) => void): () => void;
   /** `durable`: resolves once every copy the publish made (persistent sessions, other bridges) is safe. */
-  publish(topic: string, payload: Buffer, options: { qos: 0 | 1; retain: boolean; properties?: MessageProperties; durable?: boolean }): Promise<void>;
+  /** `origin`: who a message from upstream is published for (the audit of a write it causes). */
+  publish(topic: string, payload: Buffer, options: { qos: 0 | 1; retain: boolean; properties?: MessageProperties; durable?: boolean; origin?: { userId?: string; username?: string; via?: string } }): Promise<void>;
 }
 
 export interface BridgeFigures {
@@ -296,7 +297,10 @@ export class Bridge {
     this.inbound.add(payload);
     const qos = Math.min(rule.qos, m.qos, 1) as 0 | 1;
     // Acknowledged upstream (mqtt.js answers once this resolves) only when its copies here are safe.
-    await dp.publish(topic, payload, { qos, retain: rule.retainAsPublished && m.retain, durable: m.qos > 0, ...(m.properties ? { properties: pickProperties(m.properties) } : {}) });
+    const userId = this.runAs.principal()?.userId;
+    const link = this.keeper.link;
+    const origin = { username: this.deps.def.runAs, ...(userId ? { userId } : {}), via: `bridge ${this.deps.def.id} from ${link ? displayUrl(link.url) : 'upstream'}` };
+    await dp.publish(topic, payload, { qos, retain: rule.retainAsPublished && m.retain, durable: m.qos > 0, origin, ...(m.properties ? { properties: pickProperties(m.properties) } : {}) });
     this.counters.received++;
   }
 

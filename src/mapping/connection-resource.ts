@@ -45,7 +45,9 @@ export class ConnectionResource {
     const { password: _p, headers: _h, ...configuration } = this.def.configuration as Record<string, unknown>;
     // Credentials in a URL (mqtt://user:pass@host) are not returned either.
     if (typeof configuration.url === 'string') configuration.url = configuration.url.replace(/\/\/[^/@]*@/, '//***@');
-    const v: ConnectionView = { id: this.def.id, currentState: this.current, targetState: this.target, connection: { protocol: this.def.protocol, ...configuration }, agentName: this.ctx.agentName };
+    const { reads, writes, failures, published, lastReadAt } = this.counters;
+    const figures: ConnectionView['figures'] = { reads, writes, failures, published, ...(lastReadAt ? { lastReadAt: new Date(lastReadAt).toISOString() } : {}) };
+    const v: ConnectionView = { id: this.def.id, currentState: this.current, targetState: this.target, connection: { protocol: this.def.protocol, ...configuration }, figures, agentName: this.ctx.agentName };
     if (this.message !== undefined) v.message = this.message;
     return v;
   }

@@ -14,6 +14,8 @@ import type { EndpointView } from './resource-views.js';
 import { errorText, MAX_IN_FLIGHT, publishOptions, RETIRE_TIMEOUT_MS, type MessageProperties, type PublishOptions, type RuntimeContext } from './runtime-context.js';
 import type { EndpointDef } from './service-files.js';
 import { decodePayload } from './topics.js';
+import { auditWrite, type LastWrite } from './write-audit.js';
+import type { MessageOrigin } from '../mqtt/index.js';
 
 /** The data-plane topics of an endpoint: read [topic, /req, /res], write [/set, /set/result]. */
 export function endpointTopicList(def: EndpointDef): string[] {
@@ -53,6 +55,8 @@ export class EndpointResource extends EnableableResource {
   lastError: string | undefined;
   /** How readings are published (the definition's qos and retain). */
   readonly readingOptions: PublishOptions | undefined;
+  /** Write endpoints: the last value written or refused, and for whom (the view shows it). */
+  lastWrite: LastWrite | undefined;
   constructor(
     ctx: RuntimeContext,
     readonly def: EndpointDef,
@@ -65,7 +69,9 @@ export class EndpointResource extends EnableableResource {
     conn.endpoints.push(this);
   }
   view(): EndpointView {
-    return this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
+    const view = this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
+    if (this.lastWrite) view.lastWrite = { ...this.lastWrite, at: new Date(this.lastWrite.at).toISOString() };
+    return view;
   }
   context(topic: string): RuleContext {
     return { topic, vars: {}, label: this.def.name };
@@ -166,11 +172,15 @@ export class EndpointResource extends EnableableResource {
       ),
     );
   }
-  /** Sends the acknowledgement of a value that arrived on <topic>/set with these properties. */
-  acknowledger(properties: MessageProperties | undefined): (result: WriteResult) => void {
+  /**
+   * Sends the acknowledgement of a value that arrived on <topic>/set with these properties, and
+   * records the write in the audit trail (write-audit.ts): from `origin`, asked to write `asked`.
+   */
+  acknowledger(properties: MessageProperties | undefined, origin: MessageOrigin, asked: unknown): (result: WriteResult) => void {
     const def = this.def;
     const correlationData = properties?.correlationData;
     return (result) => {
+      this.lastWrite = auditWrite(this.ctx.log, def, origin, { ...result, value: result.value ?? asked });
       if (correlationData) result.correlationData = correlationData.toString('utf8');
       this.ctx
         .publish(`${def.topic}/set/result`, result, { qos: 1, ...(correlationData ? { properties: { correlationData } } : {}) })
@@ -188,15 +198,16 @@ export class EndpointResource extends EnableableResource {
     if (!dataPlane) return [];
     const def = this.def;
     return [
-      dataPlane.subscribe(`${def.topic}/set`, (topic: string, payload: Buffer, properties?: MessageProperties) => {
+      dataPlane.subscribe(`${def.topic}/set`, (topic: string, payload: Buffer, properties: MessageProperties | undefined, origin: MessageOrigin) => {
         const timestamp = Date.now();
-        const acknowledge = this.acknowledger(properties);
+        const asked = decodePayload(payload);
+        const acknowledge = this.acknowledger(properties, origin, asked);
         void this.guard(
           topic,
           async () => {
             let value: unknown;
             try {
-              const out = await this.ctx.applyRules(decodePayload(payload), this.context(topic), this.filter, this.transform);
+              const out = await this.ctx.applyRules(asked, this.context(topic), this.filter, this.transform);
               if (!out) return acknowledge({ ok: false, error: 'dropped by the endpoint filter', timestamp });
               value = out.value;
               await driver.write(def, value);
@@ -222,10 +233,10 @@ export class EndpointResource extends EnableableResource {
     const waiting = this.def.operation === 'write' && this.current === 'enabling' && this.target === 'enabled' && !this.ctx.stopped();
     const { dataPlane } = this.ctx;
     if (waiting && !this.refusals && dataPlane) {
-      this.refusals = dataPlane.subscribe(`${this.def.topic}/set`, (_topic: string, _payload: Buffer, properties?: MessageProperties) => {
+      this.refusals = dataPlane.subscribe(`${this.def.topic}/set`, (_topic: string, payload: Buffer, properties: MessageProperties | undefined, origin: MessageOrigin) => {
         if (this.current !== 'enabling') return;
         const why = this.conn.message ? `: ${this.conn.message}` : '';
-        this.acknowledger(properties)({ ok: false, error: `not written: connection ${this.conn.def.id} is ${this.conn.current}${why}`, timestamp: Date.now() });
+        this.acknowledger(properties, origin, decodePayload(payload))({ ok: false, error: `not written: connection ${this.conn.def.id} is ${this.conn.current}${why}`, timestamp: Date.now() });
       });
     } else if (!waiting) this.dropRefusals();
   }

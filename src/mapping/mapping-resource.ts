@@ -2,6 +2,7 @@
 // Each item subscribes to its source (named wildcards `+name` fill $context.vars) and publishes
 // the filtered, transformed value to its target (`{name}` filled) or to a write endpoint's
 // <topic>/set. A mapping's output feeds further mappings at most MAX_MAPPING_HOPS times.
+import type { MessageOrigin } from '../mqtt/index.js';
 import type { CompiledRule, RuleContext } from './rules.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { MappingView } from './resource-views.js';
@@ -55,7 +56,7 @@ export class MappingResource extends EnableableResource {
       this.set('enabling');
       if (!dataPlane) return;
       try {
-        for (const item of this.items) this.subs.push(dataPlane.subscribe(item.source.filter, (topic, payload) => this.handle(item, topic, payload)));
+        for (const item of this.items) this.subs.push(dataPlane.subscribe(item.source.filter, (topic, payload, _properties, origin) => this.handle(item, topic, payload, origin)));
       } catch (err) {
         this.unsubscribe();
         this.message = errorText(err);
@@ -70,7 +71,8 @@ export class MappingResource extends EnableableResource {
   unsubscribe() {
     for (const u of this.subs.splice(0)) u();
   }
-  handle(item: MappingItem, topic: string, payload: Buffer) {
+  /** `origin`: who published the source message; the output is published for them, through this mapping. */
+  handle(item: MappingItem, topic: string, payload: Buffer, origin: MessageOrigin) {
     if (this.current !== 'enabled') return;
     const { log, dataPlane, hops } = this.ctx;
     const hop = hops.get(payload) ?? 0;
@@ -92,7 +94,8 @@ export class MappingResource extends EnableableResource {
         const buf = encodePayload(out.value);
         hops.set(buf, hop + 1);
         const to = item.viaEndpoint ? item.target : fillTopic(item.target, vars);
-        await (item.options ? dataPlane.publish(to, buf, item.options) : dataPlane.publish(to, buf));
+        const { via: _via, ...who } = origin;
+        await dataPlane.publish(to, buf, { ...item.options, origin: { ...who, via: `mapping ${this.def.id}` } });
       })
       .catch((err: unknown) => log.warn('mapping failed', { id: this.def.id, topic, error: errorText(err) }))
       .finally(() => {

@@ -6,7 +6,7 @@
 // Without OPC UA support both stay disabled with OPCUA_UNAVAILABLE.
 import type { CompiledRule } from './rules.js';
 import { EnableableResource } from './enableable-resource.js';
-import { OpcuaServerError, startOpcuaServer, type NodeDef, type OpcuaAccess, type OpcuaServerHandle, type RunningNode, type ServerOptions } from './opcua-server.js';
+import { OpcuaServerError, startOpcuaServer, type NodeDef, type OpcuaAccess, type OpcuaServerHandle, type OpcuaSessionUser, type RunningNode, type ServerOptions } from './opcua-server.js';
 import type { OpcuaSupport } from './opcua-support.js';
 import type { NodeSetView, ServerView } from './resource-views.js';
 import { BACKOFF_MAX_MS, backoffDelay, errorText, OPCUA_UNAVAILABLE, type RuntimeContext } from './runtime-context.js';
@@ -197,10 +197,11 @@ export class NodeSetResource extends EnableableResource {
       defs.map((d) => ({
         def: d,
         setTopic: setTopicOf(d),
-        publishWrite: (value: unknown) => {
+        publishWrite: (value: unknown, session: OpcuaSessionUser) => {
           if (!dataPlane) return Promise.reject(new Error('the embedded broker is not running'));
           log.debug('OPC UA write', { id: this.def.id, topic: setTopicOf(d) });
-          return this.ctx.publish(setTopicOf(d), value);
+          const via = `OPC UA server ${this.def.serverId}${session.username === undefined ? ' (anonymous session)' : ''}`;
+          return this.ctx.publish(setTopicOf(d), value, { origin: { ...session, via } });
         },
       })),
     );

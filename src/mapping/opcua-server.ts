@@ -55,8 +55,14 @@ export interface NodeBinding {
   def: NodeDef;
   /** Where client writes go. */
   setTopic: string;
-  /** Publishes a client's write (resolves once handed to the data plane). */
-  publishWrite(value: unknown): Promise<void>;
+  /** Publishes a client's write for the session's user (resolves once handed to the data plane). */
+  publishWrite(value: unknown, session: OpcuaSessionUser): Promise<void>;
+}
+
+/** The gatewayd user of an OPC UA session (none: an anonymous session). */
+export interface OpcuaSessionUser {
+  username?: string;
+  userId?: string;
 }
 
 export interface RunningNode {
@@ -175,12 +181,20 @@ export async function startOpcuaServer(deps: { support: OpcuaSupport; log: Logge
           const isUserReadable = v.isUserReadable.bind(v);
           const isUserWritable = v.isUserWritable.bind(v);
           v.isUserReadable = (ctx) => isUserReadable(ctx) && permitted(ctx as Ctx, 'read', def.topic);
-          v.isUserWritable = (ctx) => isUserWritable(ctx) && permitted(ctx as Ctx, 'write', b.setTopic);
+          // node-opcua asks this right before it calls the setter below, in the same synchronous
+          // step of the write: the session asked last is the writer (the setter gets no context).
+          let writer: OpcuaSessionUser = {};
+          v.isUserWritable = (ctx) => {
+            const user = userOf(ctx as Ctx);
+            const id = typeof user === 'string' ? userIds.get(user) : undefined;
+            writer = typeof user === 'string' ? { username: user, ...(id ? { userId: id } : {}) } : {};
+            return isUserWritable(ctx) && permitted(ctx as Ctx, 'write', b.setTopic);
+          };
           // A client's write goes to the data plane; the variable keeps the written value until
           // the topic says otherwise. (node-opcua's write path calls this setter when bound.)
           (v as unknown as { _timestamped_set_func: unknown })._timestamped_set_func = (dv: { value: { value: unknown; dataType: number; arrayType?: number } }, callback: (err: Error | null, status?: unknown, dv?: unknown) => void) => {
             const json = dv.value.value instanceof Date ? dv.value.value.toISOString() : Array.isArray(dv.value.value) || ArrayBuffer.isView(dv.value.value) ? Array.from(dv.value.value as ArrayLike<unknown>) : dv.value.value;
-            b.publishWrite(json).then(
+            b.publishWrite(json, writer).then(
               () => callback(null, o.StatusCodes.Good, dv),
               (err: unknown) => {
                 log.warn('OPC UA write not published', { server: deps.serverId, topic: b.setTopic, error: (err as Error).message });

@@ -8,6 +8,8 @@ export interface ConnectionView {
   currentState: ConnectionState;
   targetState: 'connected' | 'disconnected';
   connection: Record<string, unknown>;
+  /** What went through it since it was (re)built (the /metrics figures). */
+  figures: { reads: number; writes: number; failures: number; published: number; lastReadAt?: string };
   agentName: string;
   message?: string;
 }
@@ -18,6 +20,8 @@ export interface EndpointView {
   connectionId: string;
   operation: string;
   address: Record<string, unknown>;
+  /** Write endpoints: the last value written or refused since the endpoint started, and for whom. */
+  lastWrite?: { ok: boolean; value?: unknown; error?: string; at: string; by?: string; clientId?: string; via?: string };
   agentName: string;
   message?: string;
 }

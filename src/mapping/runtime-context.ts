@@ -1,7 +1,7 @@
 // What every resource of the mapping runtime shares: the data plane, the log, timers, rule
 // compilation, the filter-then-transform step, and the change notifications that waitFor
 // listens to.
-import type { DataPlane } from '../mqtt/index.js';
+import type { DataPlane, MessageOrigin } from '../mqtt/index.js';
 import type { Logger } from '../log/index.js';
 import type { Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleContext, type RuleLimits } from './rules.js';
@@ -34,6 +34,8 @@ export interface PublishOptions {
   qos?: 0 | 1 | 2;
   retain?: boolean;
   properties?: MessageProperties;
+  /** Who the value is published for (a write's audit names them). */
+  origin?: MessageOrigin;
 }
 
 /** The publish options of a definition's qos and retain; undefined for the plain QoS 0 publish. */
@@ -71,6 +73,7 @@ export interface RuntimeContext {
   rule(src: string | undefined): CompiledRule | undefined;
   /** filter then transform; undefined: dropped by the filter. */
   applyRules(value: unknown, context: RuleContext, filter: CompiledRule | undefined, transform: CompiledRule | undefined): Promise<{ value: unknown } | undefined>;
+  /** `origin` (in the options): who the value is published for (a write's audit names them). */
   publish(topic: string, value: unknown, options?: PublishOptions): Promise<void>;
   /** Mapping generation of each payload a mapping published (absent: 0, from a client or endpoint). */
   readonly hops: WeakMap<Buffer, number>;

@@ -9,6 +9,20 @@ import type { MqttAccess, MqttPrincipal } from './mqtt-access.js';
 import type { SharedSubscriptions } from './mqtt5/shared-subscriptions.js';
 import type { LmdbPersistence } from './persistence/index.js';
 
+/**
+ * Who a message comes from, for the audit of what it causes (a write to a field device): the MQTT
+ * client that published it and the user it signed in as, or a part of the daemon that published
+ * it on someone's behalf (a mapping, the OPC UA server for a session, a Sparkplug edge node for
+ * its host), as that part said in its publish.
+ */
+export interface MessageOrigin {
+  clientId?: string;
+  userId?: string;
+  username?: string;
+  /** The part of the gateway that published it, in words ("mapping line.routes"). */
+  via?: string;
+}
+
 export interface BrokerContext {
   readonly options: BrokerOptions;
   readonly cfg: GatewayConfig['mqtt'];
@@ -30,6 +44,8 @@ export interface BrokerContext {
    * matches one is held for its acknowledgement like a publish that writes (a bridge stores it).
    */
   readonly tapFilters: string[];
+  /** Who published each of the daemon's own data-plane payloads, when its publish said so (data-plane.ts). */
+  readonly origins: WeakMap<Buffer, MessageOrigin>;
 }
 
 export function createBrokerContext(options: BrokerOptions): BrokerContext {
@@ -45,6 +61,7 @@ export function createBrokerContext(options: BrokerOptions): BrokerContext {
     shared: undefined,
     stopping: false,
     tapFilters: [],
+    origins: new WeakMap(),
   };
 }
 

@@ -46,7 +46,7 @@ import { Transports } from './transports.js';
 
 export { refusalReasonOf, type BrokerStats, type RefusalReason } from './broker-stats.js';
 export type { BrokerOptions, EnhancedAuthInfo } from './broker-options.js';
-export type { DataPlane, DataPlaneProperties, TappedPublish } from './data-plane.js';
+export type { DataPlane, DataPlaneProperties, MessageOrigin, TappedPublish } from './data-plane.js';
 export type { BrokerAdmin, LiveClient, LiveClientDetail, Page, RetainedMessage, StoredSession } from './broker-admin.js';
 export { aedesBaseOptions } from './aedes-wiring.js';
 

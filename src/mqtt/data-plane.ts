@@ -2,8 +2,11 @@
 // runtime, bridges). They publish and subscribe without a client session, so without client
 // authentication or publish authorization; delivery to clients is NOT bypassed: every message
 // still reaches a client only through authorizeForward (the client's read permission).
-import type { Aedes } from 'aedes';
-import { type BrokerContext } from './broker-context.js';
+import type { Aedes, Client } from 'aedes';
+import { type BrokerContext, type MessageOrigin } from './broker-context.js';
+
+export type { MessageOrigin } from './broker-context.js';
+import { stateOf } from './client-state.js';
 import { isSysTopic } from './topic-rules.js';
 
 /** MQTT 5 properties a data-plane message carries end to end (clients of 3.1.1 do not see them). */
@@ -32,9 +35,12 @@ export interface DataPlane {
    * `durable`: resolves only once every copy the publish made is safe (durable, or taken by its
    * recipient), for a message the daemon acknowledges to someone else (a bridge's upstream).
    */
-  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1 | 2; retain?: boolean; properties?: DataPlaneProperties; durable?: boolean }): Promise<void>;
-  /** Every publish matching `filter` (from clients or the data plane), with its MQTT 5 properties; returns the unsubscribe function. */
-  subscribe(filter: string, handler: (topic: string, payload: Buffer, properties?: DataPlaneProperties) => void): () => void;
+  publish(topic: string, payload: Buffer, opts?: { qos?: 0 | 1 | 2; retain?: boolean; properties?: DataPlaneProperties; durable?: boolean; origin?: MessageOrigin }): Promise<void>;
+  /**
+   * Every publish matching `filter` (from clients or the data plane), with its MQTT 5 properties
+   * and where it came from; returns the unsubscribe function.
+   */
+  subscribe(filter: string, handler: (topic: string, payload: Buffer, properties: DataPlaneProperties | undefined, origin: MessageOrigin) => void): () => void;
   /**
    * Like subscribe, for a consumer that keeps each message before its publisher may be told it
    * arrived (bridges' store-and-forward queues): the handler gets the QoS, the retain flag and the
@@ -64,6 +70,8 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
         } as unknown as Parameters<Aedes['publish']>[0];
         // Delivery goes through each subscriber's deliverQoS → authorizeForward.
         const before = (aedes as unknown as { counter: number }).counter;
+        // The payload travels through aedes as this very object: subscribers find the origin by it.
+        if (opts.origin) ctx.origins.set(payload, opts.origin);
         aedes.publish(packet, (err?: Error | null) => {
           if (err) return reject(err);
           if (!opts.durable || publishId === undefined || !ctx.persistence) return resolve();
@@ -75,7 +83,8 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
       }),
     subscribe: (filter, handler) =>
       listen(ctx, filter, (packet, cb) => {
-        handler(packet.topic, payloadOf(packet), packet.properties);
+        const payload = payloadOf(packet);
+        handler(packet.topic, payload, packet.properties, originOf(ctx, packet, payload));
         cb();
       }),
     tap: (filter, handler) => {
@@ -100,11 +109,21 @@ export function createDataPlane(ctx: BrokerContext): DataPlane {
 
 interface EmittedPacket {
   brokerCounter?: number;
+  /** Set by aedes on a client's publish. */
+  clientId?: string;
   topic: string;
   payload: Buffer | string;
   qos: 0 | 1 | 2;
   retain: boolean;
   properties?: DataPlaneProperties;
+}
+
+/** A client's publish: its id and its user while it is connected; the daemon's: what its publish said. */
+function originOf(ctx: BrokerContext, packet: EmittedPacket, payload: Buffer): MessageOrigin {
+  if (packet.clientId === undefined) return ctx.origins.get(payload) ?? {};
+  const client = (ctx.aedes as (Aedes & { clients: Record<string, Client | undefined> }) | undefined)?.clients[packet.clientId];
+  const principal = stateOf(client)?.principal;
+  return principal ? { clientId: packet.clientId, userId: principal.userId, username: principal.username } : { clientId: packet.clientId };
 }
 
 const payloadOf = (packet: EmittedPacket) => (Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));

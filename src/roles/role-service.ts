@@ -49,6 +49,8 @@ export const MAX_RESOURCE_LENGTH = 1024;
 
 /** One key per distinct grant (context, operation, resource). */
 export const permissionKey = (p: PermissionInput): string => `${p.context}\0${p.operation}\0${p.resource}`;
+/** A permission in words for the audit trail and the log: "readWrite mqtt plant/#". */
+export const permissionText = (p: PermissionInput): string => `${p.operation} ${p.context} ${p.resource}`;
 
 export function checkPermissionInputs(inputs: PermissionInput[], field: string): void {
   const seen = new Set<string>();
@@ -179,7 +181,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
       return { next, members: engine.membersOf(id) };
     });
     engine.notifyUsers(members);
-    log.audit(audit, { roleId: id, roleName: next.name });
+    log.audit(audit, { roleId: id, roleName: next.name, permissions: next.permissions.map(permissionText) });
     return next;
   }
 
@@ -217,7 +219,7 @@ export function createRoleService(deps: { store: Store; engine: PermissionEngine
       guard.assertHolds(actor, input.permissions ?? [], 'create role');
       const role = buildRole(input);
       await store.transaction(() => writeRoleInTxn(role));
-      log.audit('role created', { roleId: role.id, roleName: role.name, permissions: role.permissions.length });
+      log.audit('role created', { roleId: role.id, roleName: role.name, permissions: role.permissions.map(permissionText) });
       return role;
     },
 

@@ -5,7 +5,7 @@
 // have write permission on <topic>/set, as any writer would.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log/index.js';
-import type { DataPlane } from '../mqtt/index.js';
+import type { DataPlane, MessageOrigin } from '../mqtt/index.js';
 import { errorText } from '../mapping/runtime-context.js';
 import { decodePayload, encodePayload } from '../mapping/topics.js';
 import type { DeviceSlot, EdgeDevices, MetricSlot } from './edge-devices.js';
@@ -19,6 +19,8 @@ export interface DeviceCommandDeps {
   /** The data-plane topic of an endpoint. */
   topicOf(endpointId: string): string;
   mayPublish(topic: string): boolean;
+  /** Who a DCMD write is for (runAs, as the host's agent), in the write's audit event. */
+  origin(): MessageOrigin;
   /** Counted per metric written (accepted: sent to the endpoint; failed: the endpoint said no). */
   counters: Record<CommandOutcome, number>;
   timeoutMs: number;
@@ -108,7 +110,7 @@ export class DeviceCommands {
       const timer = setTimeout(() => this.settle(key, { ok: false, error: `no acknowledgement on ${topic}/set/result within ${this.deps.timeoutMs} ms` }), this.deps.timeoutMs);
       this.pending.set(key, { resolve, timer });
     });
-    dataPlane!.publish(`${topic}/set`, encodePayload(jsonOf(value)), { qos: 1, properties: { correlationData: Buffer.from(key, 'utf8') } }).catch((err: unknown) => this.settle(key, { ok: false, error: errorText(err) }));
+    dataPlane!.publish(`${topic}/set`, encodePayload(jsonOf(value)), { qos: 1, properties: { correlationData: Buffer.from(key, 'utf8') }, origin: this.deps.origin() }).catch((err: unknown) => this.settle(key, { ok: false, error: errorText(err) }));
     void acknowledged.then((result) => {
       if (result.ok) return this.deps.devices.written(device, slot, value, Date.now());
       counters.failed++;

@@ -50,6 +50,8 @@ export interface NodeConnector {
   connect(will: { topic: string; payload: Buffer }, attempt: number, signal?: AbortSignal): Promise<NodeLink>;
   /** May runAs (as resolved at the last connect) publish on this topic (a Sparkplug topic, an endpoint's <topic>/set)? */
   mayPublish(topic: string): boolean;
+  /** runAs's user id as resolved at the last connect. */
+  runAsId(): string | undefined;
 }
 
 const TOKEN_LIFETIME_HOURS = 5 / 60;
@@ -135,5 +137,6 @@ export function createNodeConnector(def: SparkplugDef, topics: EdgeNodeTopics, d
       }
     },
     mayPublish: (topic) => userId !== undefined && identity.allows(userId, 'write', topic),
+    runAsId: () => userId,
   };
 }

@@ -112,6 +112,10 @@ export class SparkplugResource extends EnableableResource implements SparkplugNo
       dataPlane: ctx.dataPlane,
       topicOf: (id) => endpointOf(id).def.topic,
       mayPublish: (topic) => connector.mayPublish(topic),
+      origin: () => {
+        const userId = connector.runAsId();
+        return { username: def.runAs, ...(userId ? { userId } : {}), via: `Sparkplug host${def.primaryHostId ? ` ${def.primaryHostId}` : ''} (DCMD to edge node ${def.id})` };
+      },
       counters: this.session.commands.DCMD,
       timeoutMs: def.commandTimeoutMs,
       log,

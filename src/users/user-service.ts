@@ -15,6 +15,7 @@ import {
   grantsUserAdministration,
   newPermissions,
   permissionKey,
+  permissionText,
   pagination,
   type PermissionInput,
   type RoleService,
@@ -204,6 +205,9 @@ export function createUserService(deps: UserServiceDeps) {
     store.users.remove(user.id);
   }
 
+  /** Shared roles by name, as the audit trail records what a change granted. */
+  const roleNames = (ids: readonly string[]): string[] => ids.map((id) => store.roles.get(id)?.name ?? id);
+
   async function mutate(id: string, fn: (user: UserRecord) => void | 'checkAdmin', audit: string, extra?: Record<string, unknown>): Promise<UserRecord> {
     const user = await store.transaction(() => {
       const previous = getOrThrow(id);
@@ -255,7 +259,7 @@ export function createUserService(deps: UserServiceDeps) {
     async create(input: UserCreateInput, options: CreateOptions = {}): Promise<UserRecord> {
       const prepared = await prepare(input, options);
       await store.transaction(() => insertInTxn(prepared));
-      log.audit('user created', { userId: prepared.user.id, username: prepared.user.username, roles: prepared.user.roleIds });
+      log.audit('user created', { userId: prepared.user.id, username: prepared.user.username, roles: roleNames(prepared.user.roleIds), permissions: (input.initialPermissions ?? []).map(permissionText) });
       return prepared.user;
     },
 
@@ -374,6 +378,8 @@ export function createUserService(deps: UserServiceDeps) {
         userId: id,
         username: user.username,
         fields: Object.keys(input).filter((k) => k !== 'password'),
+        ...(input.roles !== undefined ? { roles: roleNames(user.roleIds) } : {}),
+        ...(input.permissions !== undefined ? { permissions: input.permissions.map(permissionText) } : {}),
         passwordChanged: passwordHash !== undefined,
         tokensRevoked: revoked.length,
       });
@@ -530,10 +536,10 @@ export function createUserService(deps: UserServiceDeps) {
           throw new ConflictError(`username "${username}" changed concurrently`);
         }
         if (result.created) {
-          log.audit('user created', { userId: result.user.id, username, identityProvider, roles: result.user.roleIds });
+          log.audit('user created', { userId: result.user.id, username, identityProvider, roles: roleNames(result.user.roleIds), permissions: [] });
         } else if (result.changed) {
           events.emit({ userId: result.user.id, kind: 'permissions' });
-          log.audit('user roles synchronised', { userId: result.user.id, username, identityProvider, roles: result.user.roleIds });
+          log.audit('user roles synchronised', { userId: result.user.id, username, identityProvider, roles: roleNames(result.user.roleIds) });
         }
         return result;
       }

@@ -1,5 +1,5 @@
 import { BadRequestError } from '../../errors/errors.js';
-import type { AuditKey, AuditOutcome, AuditRecord, AuditTrail } from '../../audit/index.js';
+import { categoryOf, type AuditCategory, type AuditKey, type AuditOutcome, type AuditRecord, type AuditTrail } from '../../audit/index.js';
 import type { RouteModule } from '../create-http-app.js';
 import { queryInt, queryString } from './query.js';
 
@@ -23,6 +23,7 @@ function view(r: AuditRecord) {
     id: encodeCursor([r.time, r.seq, r.run]),
     time: new Date(r.time).toISOString(),
     action: r.action,
+    category: categoryOf(r.action),
     outcome: r.outcome,
     ...(r.actor ? { actor: r.actor } : {}),
     ...(r.user !== undefined ? { user: r.user } : {}),
@@ -50,6 +51,8 @@ export function auditRoutes(deps: { audit: AuditTrail }): RouteModule {
         ...(q.user !== undefined ? { user: queryString(q.user)! } : {}),
         ...(q.action !== undefined ? { action: queryString(q.action)! } : {}),
         ...(q.outcome !== undefined ? { outcome: queryString(q.outcome) as AuditOutcome } : {}),
+        ...(q.category !== undefined ? { category: queryString(q.category) as AuditCategory } : {}),
+        ...(q.endpoint !== undefined ? { endpoint: queryString(q.endpoint)! } : {}),
         limit: queryInt(q.limit, 50),
         ...(cursor !== undefined ? { after: decodeCursor(cursor) } : {}),
       });
