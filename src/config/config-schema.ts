@@ -136,7 +136,7 @@ export const configSchema = obj({
   }),
   mapping: obj({
     enabled: { type: 'boolean' },
-    servicesDir: { type: 'string', minLength: 1 },
+    servicesDir: { type: 'string' },
     ruleTimeoutMs: { type: 'integer', minimum: 1, maximum: 60000 },
     ruleMaxDepth: { type: 'integer', minimum: 10, maximum: 100000 },
     ruleMaxSequence: { type: 'integer', minimum: 1, maximum: 10000000 },
@@ -317,6 +317,7 @@ export interface GatewayConfig {
   maintenance: { backupsToKeep: number; uploadLimitBytes: number; ioBytesPerSecond: number };
   mapping: {
     enabled: boolean;
+    /** Empty: <dataDir>/services (src/mapping/service-dir.ts). */
     servicesDir: string;
     ruleTimeoutMs: number;
     ruleMaxDepth: number;

@@ -199,6 +199,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     ...config,
     dataDir: abs(config.dataDir),
     http: { ...config.http, tlsCertFile: config.http.tlsCertFile && abs(config.http.tlsCertFile), tlsKeyFile: config.http.tlsKeyFile && abs(config.http.tlsKeyFile) },
-    mapping: { ...config.mapping, servicesDir: abs(config.mapping.servicesDir) },
+    // Empty stays empty: <dataDir>/services, decided where the directory is used (src/mapping/service-dir.ts).
+    mapping: { ...config.mapping, servicesDir: config.mapping.servicesDir && abs(config.mapping.servicesDir) },
   };
 }

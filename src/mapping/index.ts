@@ -12,6 +12,7 @@ import { ConflictError, NotFoundError } from '../errors/errors.js';
 import type { MappingOperationRecord, Store } from '../store/index.js';
 import { createMappingRuntime, type MappingRuntime, type MappingStats, type SparkplugNodes } from './runtime.js';
 import { createServiceCatalog, type ServiceCatalog } from './service-catalog.js';
+import { servicesDirOf } from './service-dir.js';
 import type { ServiceDef } from './service-files.js';
 import { createOperationStore } from './operation-store.js';
 import { createOpcuaSupport } from './opcua-support.js';
@@ -133,7 +134,7 @@ export function createMappingService(deps: {
           log.info('protocol mapping disabled (mapping.enabled is false)');
           return;
         }
-        const dir = resolve(config.servicesDir);
+        const dir = servicesDirOf(config.servicesDir, deps.dataDir ?? '.', log);
         const b = broker();
         if (!b) log.warn('the embedded broker is off (mqtt.enabled is false): endpoints and mappings publish nothing');
         const pkiDir = config.opcuaPkiDir ? resolve(config.opcuaPkiDir) : join(resolve(deps.dataDir ?? '.'), 'opcua-pki');

@@ -2,10 +2,37 @@
 // id is the file name. Which files count, which id a file gets and which file owns an id; what
 // a file holds and whether it is valid is service-files.ts's business.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { basename, extname, join } from 'node:path';
+import { basename, extname, join, resolve } from 'node:path';
+import type { Logger } from '../log/index.js';
 import { parseServiceFile, SERVICE_ID, ServiceFileError, type FileProblem, type ParseOptions, type ServiceDef } from './service-files.js';
 
 const SERVICE_FILE = /\.ya?ml$/i;
+
+const isDirectory = (path: string): boolean => {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * The services directory: mapping.servicesDir when set, else `<dataDir>/services` — service
+ * files are kept with the gateway's data (they can hold device passwords, and the data
+ * directory is 0700). Before, the default was `./services` of the working directory: such a
+ * directory is still read while `<dataDir>/services` does not exist, with one log line saying
+ * where it should move.
+ */
+export function servicesDirOf(configured: string, dataDir: string, log: Logger, cwd = process.cwd()): string {
+  if (configured) return resolve(configured);
+  const dir = join(resolve(dataDir), 'services');
+  const legacy = resolve(cwd, 'services');
+  if (legacy !== dir && !isDirectory(dir) && isDirectory(legacy)) {
+    log.warn('service files read from the old default directory: move them to the data directory', { servicesDir: legacy, moveTo: dir });
+    return legacy;
+  }
+  return dir;
+}
 
 /** One *.yaml / *.yml file of the services directory, parsed. */
 export interface ServiceFile {

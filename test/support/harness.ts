@@ -170,12 +170,12 @@ export function daemonTestEnv(dataDir: string): Record<string, string> {
 /**
  * The real daemon process on `dataDir`, resolved at its ready line. `as`: another user (tests
  * running as root start an unprivileged daemon); `launcher`: a command that runs node for it
- * (a seccomp filter).
+ * (a seccomp filter); `cwd`: its working directory.
  */
 export async function startDaemonProcess(
   dataDir: string,
   env: Record<string, string> = {},
-  as: { uid?: number; gid?: number; launcher?: string[] } = {},
+  as: { uid?: number; gid?: number; launcher?: string[]; cwd?: string } = {},
 ): Promise<{ child: ChildProcess; ready: Record<string, any>; lines: Record<string, any>[]; exited: Promise<number | null> }> {
   const { launcher = [], ...user } = as;
   const [command, ...prefix] = launcher.length ? launcher : [process.execPath];
