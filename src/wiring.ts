@@ -221,6 +221,10 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     sources: {
       broker: () => broker?.stats(),
       logins: () => auth.loginCounts(),
+      dataPlanePublished: () => {
+        const m = mapping.stats();
+        return m.connections.reduce((n, c) => n + c.published, m.routed) + bridges.figures().reduce((n, b) => n + b.received, 0);
+      },
       freeDiskBytes: () => health.freeDiskBytes(),
       // Undefined while no bridge runs: the series then has no points.
       writtenBytes: () => flashWear.writtenBytes(),

@@ -60,6 +60,19 @@ describe('dashboard ring', () => {
     expect(column(d.view(), 'messagesIn').at(-1)).to.equal(null);
   });
 
+  it("counts in 'Messages in' what the gateway itself puts on its broker (mapping readings and routes, bridges)", async () => {
+    let now = 1_000_000;
+    const { state, sources } = fakeSources();
+    let dataPlane = 100;
+    const d = createDashboard({ sources: { ...sources, dataPlanePublished: () => dataPlane }, intervalMs: 10_000, windowMs: 3_600_000, now: () => now });
+    await d.sample();
+    now += 10_000;
+    state.received += 200; // clients
+    dataPlane += 300; // a Modbus endpoint's readings and a mapping's routes
+    await d.sample();
+    expect(column(d.view(), 'messagesIn')).to.deep.equal([null, 50]);
+  });
+
   it('keeps one window of samples and answers those after `since`', async () => {
     let now = 0;
     const { sources } = fakeSources();

@@ -118,7 +118,7 @@ export function createMappingService(deps: {
       if (operations && hash) await operations.save(id, view.targetState, hash);
       return view;
     },
-    stats: () => runtime?.stats() ?? { services: 0, resources: 0, connections: [], sparkplug: [] },
+    stats: () => runtime?.stats() ?? { services: 0, resources: 0, routed: 0, connections: [], sparkplug: [] },
     async transform(input, transformation) {
       let rule = compiled.get(transformation);
       if (rule) compiled.delete(transformation);

@@ -26,6 +26,8 @@ export class MappingResource extends EnableableResource {
   subs: Array<() => void> = [];
   inFlight = 0;
   dropped = 0;
+  /** Messages this mapping published (what it routes counts among the gateway's messages in). */
+  published = 0;
   /**
    * @param topicOf the data-plane topic of an endpoint of the same service (sourceEndpoint,
    *   targetEndpoint).
@@ -96,6 +98,7 @@ export class MappingResource extends EnableableResource {
         const to = item.viaEndpoint ? item.target : fillTopic(item.target, vars);
         const { via: _via, ...who } = origin;
         await dataPlane.publish(to, buf, { ...item.options, origin: { ...who, via: `mapping ${this.def.id}` } });
+        this.published++;
       })
       .catch((err: unknown) => log.warn('mapping failed', { id: this.def.id, topic, error: errorText(err) }))
       .finally(() => {

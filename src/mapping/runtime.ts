@@ -99,6 +99,8 @@ export interface SparkplugStats {
 export interface MappingStats {
   services: number;
   resources: number;
+  /** Messages the mappings published (routed) since they started. */
+  routed: number;
   connections: ConnectionStats[];
   sparkplug: SparkplugStats[];
 }
@@ -287,6 +289,7 @@ export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
     stats: () => ({
       services: serviceCount,
       resources: running.size,
+      routed: [...mappings.values()].reduce((n, m) => n + m.published, 0),
       connections: sorted(
         [...connections.values()].map((c) => ({ id: c.def.id, serviceId: c.def.serviceId, protocol: c.def.protocol, state: c.current, ...c.counters })),
       ),

@@ -11,6 +11,11 @@ export type DashboardUnit = 'count' | 'per-second' | 'bytes' | 'bytes-per-second
 export interface DashboardSources {
   broker: () => BrokerMetricsSource | undefined;
   logins: () => { succeeded: number; failed: number };
+  /**
+   * Messages the gateway itself put on its broker (the data plane: mapping readings and routes,
+   * bridges bringing messages in): counted with what clients sent in "Messages in".
+   */
+  dataPlanePublished?: () => number;
   freeDiskBytes: () => Promise<number | undefined>;
   /** Messages waiting in bridge queues, when bridges exist (absent: no series). */
   bridgeQueued?: () => number | undefined;
@@ -90,6 +95,7 @@ function specs(intervalSeconds: number): SeriesSpec[] {
   const per = `per ${intervalSeconds} s`;
   return [
     { id: 'clients', label: 'Connected clients', unit: 'count', value: (_p, c) => c.clients },
+    // Clients' publishes and the data plane's (mapping, bridges): what reached the broker.
     { id: 'messagesIn', label: 'Messages in', unit: 'per-second', value: perSecond((r) => r.received) },
     { id: 'messagesOut', label: 'Messages out', unit: 'per-second', value: perSecond((r) => r.sent) },
     { id: 'bytesIn', label: 'Bytes in', unit: 'bytes-per-second', value: perSecond((r) => r.bytesIn) },
@@ -136,7 +142,7 @@ export function createDashboard(deps: { sources: DashboardSources; intervalMs: n
     return {
       at: now(),
       clients: b?.clients,
-      received: b?.messagesReceived,
+      received: b?.messagesReceived === undefined ? undefined : b.messagesReceived + (sources.dataPlanePublished?.() ?? 0),
       sent: b?.messagesSent,
       bytesIn: b?.bytesReceived,
       bytesOut: b?.bytesSent,
