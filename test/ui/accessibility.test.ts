@@ -60,6 +60,33 @@ describe('web UI: accessibility, keyboard and tablets', function () {
     expect(calls).to.include.members(['GET /api/listUsers', 'GET /api/roles/page', 'GET /api/permissions/page']);
   });
 
+  it('fits its navigation on one line of a 1366 px laptop, in groups that open and close', async () => {
+    const { page } = b;
+    await page.setViewportSize({ width: 1366, height: 768 });
+    await signIn(page, gw.baseUrl);
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    // One row: the brand, every entry of the navigation and the account are centred on one line.
+    const middles = (await page.evaluate(`[...document.querySelectorAll('header.top .brand, header.top nav > ul > li, header.top .who')].map((el) => { const r = el.getBoundingClientRect(); return r.top + r.height / 2; })`)) as number[];
+    expect(middles.length).to.be.greaterThan(5);
+    expect(Math.max(...middles) - Math.min(...middles), `rows centred at ${middles.join(', ')}`).to.be.below(4);
+    expect(await page.locator('header.top').evaluate((el) => el.getBoundingClientRect().height)).to.be.below(70);
+    expect(await nav.getByRole('button').allTextContents()).to.deep.equal(['Access', 'Protocols', 'Broker', 'System']);
+    // A group opens below its button, one at a time, and passes axe open.
+    await nav.getByRole('button', { name: 'Protocols' }).click();
+    await nav.getByRole('link', { name: 'Services' }).waitFor();
+    await expectAccessible(page, 'the navigation with a group open');
+    await nav.getByRole('button', { name: 'Broker' }).click();
+    await nav.getByRole('link', { name: 'Clients' }).waitFor();
+    expect(await nav.getByRole('link', { name: 'Services' }).isVisible()).to.equal(false);
+    // A click elsewhere closes it; its page marks its group as the current one.
+    await page.getByRole('heading', { name: 'Overview' }).click();
+    expect(await nav.getByRole('link', { name: 'Clients' }).isVisible()).to.equal(false);
+    await nav.getByRole('button', { name: 'Broker' }).click();
+    await nav.getByRole('link', { name: 'Clients' }).click();
+    await page.getByRole('heading', { name: 'MQTT clients', level: 1 }).waitFor();
+    expect(await nav.getByRole('button', { name: 'Broker' }).textContent()).to.include('current page');
+  });
+
   it('fits a tablet in portrait, with the navigation behind a menu button, and passes axe there', async () => {
     const { page } = b;
     await page.setViewportSize({ width: 768, height: 1024 });
@@ -109,12 +136,21 @@ describe('web UI: accessibility, keyboard and tablets', function () {
     await page.keyboard.press('Enter');
     await page.locator('#main:focus').waitFor();
 
-    // Tab through the navigation to Roles and open it with Enter.
+    // Tab through the navigation to its Access group, open it with Enter; Escape closes it and
+    // leaves the focus on its button; open again, Tab to Roles and open that with Enter.
     await page.getByRole('link', { name: 'gatewayd' }).focus();
-    for (let i = 0; i < 12; i++) {
-      await page.keyboard.press('Tab');
-      if ((await page.evaluate('document.activeElement && document.activeElement.textContent')) === 'Roles') break;
-    }
+    const focused = () => page.evaluate('document.activeElement && document.activeElement.textContent') as Promise<string | null>;
+    for (let i = 0; i < 6 && (await focused()) !== 'Access'; i++) await page.keyboard.press('Tab');
+    const access = page.getByRole('button', { name: 'Access' });
+    expect(await access.getAttribute('aria-expanded')).to.equal('false');
+    await page.keyboard.press('Enter');
+    expect(await access.getAttribute('aria-expanded')).to.equal('true');
+    await page.getByRole('link', { name: 'Roles' }).waitFor();
+    await page.keyboard.press('Escape');
+    expect(await access.getAttribute('aria-expanded')).to.equal('false');
+    expect(await access.evaluate((el) => el === el.ownerDocument.activeElement)).to.equal(true);
+    await page.keyboard.press('Enter');
+    for (let i = 0; i < 6 && (await focused()) !== 'Roles'; i++) await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Roles', level: 1 }).waitFor();
     // Focus moved to the new page's content.

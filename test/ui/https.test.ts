@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { ADMIN_PASSWORD, type TestGateway } from '../support/harness.js';
 import { collect, connect, endAllClients, subscribe } from '../support/mqtt-test-kit.js';
-import { launchBrowser, signIn, useBrowser, useGateway } from './support/browser.js';
+import { launchBrowser, signIn, useBrowser, useGateway, navigateTo } from './support/browser.js';
 
 /** A plant host name, resolved by the browser to 127.0.0.1 (--host-resolver-rules). */
 const GW_HOST = 'gw-hall-b.test';
@@ -34,7 +34,7 @@ describe('web UI: HTTPS', function () {
 
     await signIn(page, gw.httpsUrl);
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Topics' }).click();
+    await navigateTo(page, 'Topics');
     await page.getByText(`Connected to wss://127.0.0.1:${gw.ports.https}/mqtt`).waitFor();
     await page.getByRole('button', { name: 'Subscribe' }).click();
     await page.getByText('subscribed', { exact: true }).waitFor();
@@ -77,7 +77,7 @@ describe('web UI: HTTPS', function () {
       await page.waitForURL(`https://${plainPort}/signin?next=%2Fusers`);
       await signIn(page, `https://${plainPort}`);
       await page.getByRole('heading', { name: 'Overview' }).waitFor();
-      await page.getByRole('link', { name: 'Topics' }).click();
+      await navigateTo(page, 'Topics');
       await page.getByText(`Connected to wss://${plainPort}/mqtt`).waitFor();
       expect(sent.filter((u) => u.startsWith('http:') || u.startsWith('ws:'))).to.deep.equal([`http://${plainPort}/users`]);
     } finally {

@@ -45,8 +45,8 @@ describe('web UI: LDAP and single sign-on', function () {
       await page.getByText('Signed in as lena').waitFor();
       // Its group gives it the mapping area, nothing else.
       const nav = page.getByRole('navigation', { name: 'Main' });
-      await nav.getByRole('link', { name: 'Mapping' }).waitFor();
-      expect(await nav.getByRole('link', { name: 'Users' }).count()).to.equal(0);
+      await nav.getByRole('link', { name: 'Mapping', includeHidden: true }).waitFor({ state: 'attached' });
+      expect(await nav.getByRole('link', { name: 'Users', includeHidden: true }).count()).to.equal(0);
       const admin = await gw.login();
       const lena = (await gw.api('GET', '/api/listUsers?username%5Beq%5D=lena', { token: admin })).body.users[0];
       expect(lena.identityProvider).to.equal('ldap');

@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
 import { collect, connect, endAllClients, subscribe } from '../support/mqtt-test-kit.js';
-import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
+import { expectAccessible, screenshot, signIn, useBrowser, useGateway, navigateTo } from './support/browser.js';
 
 describe('web UI: topic explorer', function () {
   this.timeout(30_000);
@@ -23,7 +23,7 @@ describe('web UI: topic explorer', function () {
     expect(requests.filter((u) => /\/assets\/topics-/.test(u)), 'explorer chunk on the first page').to.deep.equal([]);
     expect(requests.filter((u) => u.startsWith('ws'))).to.deep.equal([]);
 
-    await page.getByRole('link', { name: 'Topics' }).click();
+    await navigateTo(page, 'Topics');
     await page.getByText('Connected to ws://127.0.0.1').waitFor();
     expect(requests.filter((u) => /\/assets\/topics-[\w]+\.js$/.test(u))).to.have.lengthOf(1);
     expect(requests).to.include(`ws://127.0.0.1:${gw.ports.http}/mqtt`);

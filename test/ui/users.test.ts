@@ -228,8 +228,8 @@ describe('web UI: users, roles and permissions', function () {
     await signIn(page, gw.baseUrl, { username: viewer.username, password: GOOD_PASSWORD });
     const nav = page.getByRole('navigation', { name: 'Main' });
     await nav.getByRole('link', { name: 'Users' }).waitFor();
-    expect(await nav.getByRole('link', { name: 'Roles' }).count()).to.equal(0);
-    expect(await nav.getByRole('link', { name: 'Maintenance' }).count()).to.equal(0);
+    expect(await nav.getByRole('link', { name: 'Roles', includeHidden: true }).count()).to.equal(0);
+    expect(await nav.getByRole('link', { name: 'Maintenance', includeHidden: true }).count()).to.equal(0);
     await page.goto(`${gw.baseUrl}/roles`);
     const alert = page.getByRole('alert');
     await alert.waitFor();

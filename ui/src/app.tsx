@@ -1,4 +1,4 @@
-// The shell: navigation by area (mirroring the API), the signed-in user, and the page of the
+// The shell: navigation by area in groups (nav.tsx), the signed-in user, and the page of the
 // current path inside an error boundary. Unknown paths get a "not found" page, never a blank one.
 import { signal } from '@preact/signals';
 import type { FunctionComponent } from 'preact';
@@ -18,6 +18,7 @@ import { RulesPage } from './pages/rules.js';
 import { ServicesPage } from './pages/services.js';
 import { SignInPage } from './pages/sign-in.js';
 import { UserPage, UsersPage } from './pages/users.js';
+import { MainNav } from './nav.js';
 import { Link, location, match, navigate } from './router.js';
 import { can, session, signOut } from './session.js';
 
@@ -29,8 +30,8 @@ interface Route {
   page?: FunctionComponent<PageProps>;
   /** A page in a chunk of its own, loaded when opened. */
   load?: () => Promise<FunctionComponent<PageProps>>;
-  /** In the navigation, when the session may read this API path. */
-  nav?: { label: string; needs?: string };
+  /** In the navigation (under `group`), when the session may read this API path. */
+  nav?: { label: string; group?: string; needs?: string };
 }
 
 /** The topic explorer is a chunk of its own (mqtt.js): loaded when the page is opened. */
@@ -40,20 +41,20 @@ const loadServiceEditor = () => import('./pages/service-editor.js').then((m) => 
 
 export const routes: Route[] = [
   { path: '/', title: 'Overview', page: OverviewPage, nav: { label: 'Overview' } },
-  { path: '/users', title: 'Users', page: UsersPage, nav: { label: 'Users', needs: '/api/listUsers' } },
+  { path: '/users', title: 'Users', page: UsersPage, nav: { label: 'Users', group: 'Access', needs: '/api/listUsers' } },
   { path: '/users/:id', title: 'User', page: UserPage },
-  { path: '/roles', title: 'Roles', page: RolesPage, nav: { label: 'Roles', needs: '/api/roles/page' } },
+  { path: '/roles', title: 'Roles', page: RolesPage, nav: { label: 'Roles', group: 'Access', needs: '/api/roles/page' } },
   { path: '/roles/:id', title: 'Role', page: RolePage },
-  { path: '/permissions', title: 'Permissions', page: PermissionsPage, nav: { label: 'Permissions', needs: '/api/permissions/page' } },
-  { path: '/devices', title: 'Devices', page: DevicesPage, nav: { label: 'Devices', needs: '/api/client-registry/status' } },
-  { path: '/maintenance', title: 'Maintenance', page: MaintenancePage, nav: { label: 'Maintenance', needs: '/api/maintenance/db' } },
-  { path: '/mapping', title: 'Protocol mapping', page: MappingPage, nav: { label: 'Mapping', needs: '/api/connections' } },
-  { path: '/services', title: 'Services', page: ServicesPage, nav: { label: 'Services', needs: '/api/services' } },
+  { path: '/permissions', title: 'Permissions', page: PermissionsPage, nav: { label: 'Permissions', group: 'Access', needs: '/api/permissions/page' } },
+  { path: '/devices', title: 'Devices', page: DevicesPage, nav: { label: 'Devices', group: 'Access', needs: '/api/client-registry/status' } },
+  { path: '/mapping', title: 'Protocol mapping', page: MappingPage, nav: { label: 'Mapping', group: 'Protocols', needs: '/api/connections' } },
+  { path: '/services', title: 'Services', page: ServicesPage, nav: { label: 'Services', group: 'Protocols', needs: '/api/services' } },
   { path: '/services/:id', title: 'Service', load: loadServiceEditor },
-  { path: '/rules', title: 'Rule sandbox', page: RulesPage, nav: { label: 'Rules', needs: '/api/rule-engine/transform' } },
-  { path: '/topics', title: 'Topic explorer', load: loadTopics, nav: { label: 'Topics' } },
-  { path: '/clients', title: 'MQTT clients', page: ClientsPage, nav: { label: 'Clients', needs: '/api/broker/clients' } },
-  { path: '/audit', title: 'Audit trail', page: AuditPage, nav: { label: 'Audit', needs: '/api/audit' } },
+  { path: '/rules', title: 'Rule sandbox', page: RulesPage, nav: { label: 'Rules', group: 'Protocols', needs: '/api/rule-engine/transform' } },
+  { path: '/topics', title: 'Topic explorer', load: loadTopics, nav: { label: 'Topics', group: 'Broker' } },
+  { path: '/clients', title: 'MQTT clients', page: ClientsPage, nav: { label: 'Clients', group: 'Broker', needs: '/api/broker/clients' } },
+  { path: '/audit', title: 'Audit trail', page: AuditPage, nav: { label: 'Audit', group: 'System', needs: '/api/audit' } },
+  { path: '/maintenance', title: 'Maintenance', page: MaintenancePage, nav: { label: 'Maintenance', group: 'System', needs: '/api/maintenance/db' } },
   { path: '/account', title: 'Your account', page: AccountPage },
 ];
 
@@ -107,20 +108,7 @@ function Nav() {
       <button type="button" class="btn menu" aria-expanded={open} aria-controls="main-nav" onClick={() => setOpen(!open)}>
         Menu
       </button>
-      <nav id="main-nav" aria-label="Main" class={open ? 'open' : ''}>
-        <ul>
-          {items.map((r) => {
-            const active = r.path === '/' ? path === '/' : path === r.path || path.startsWith(`${r.path}/`);
-            return (
-              <li key={r.path}>
-                <Link href={r.path} aria-current={active ? 'page' : undefined}>
-                  {r.nav!.label}
-                </Link>
-              </li>
-            );
-          })}
-        </ul>
-      </nav>
+      <MainNav items={items.map((r) => ({ path: r.path, label: r.nav!.label, ...(r.nav!.group ? { group: r.nav!.group } : {}) }))} open={open} />
       <div class="who">
         <Link href="/account" aria-current={path === '/account' ? 'page' : undefined}>
           <span class="sr-only">Your account: </span>

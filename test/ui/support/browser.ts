@@ -146,6 +146,14 @@ export async function signIn(page: Page, baseUrl: string, options: { username?: 
   await page.getByRole('button', { name: 'Sign out' }).waitFor();
 }
 
+/** Opens a page of the main navigation by its label, opening its group first (nav.tsx). */
+export async function navigateTo(page: Page, label: string): Promise<void> {
+  const nav = page.getByRole('navigation', { name: 'Main' });
+  const link = nav.getByRole('link', { name: label, exact: true, includeHidden: true });
+  if (!(await link.isVisible())) await nav.locator('li.group', { has: page.getByRole('link', { name: label, exact: true, includeHidden: true }) }).getByRole('button').click();
+  await link.click();
+}
+
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 interface AxeViolation {
