@@ -52,6 +52,17 @@ describe('web UI: dashboard', function () {
       expect(lineAfter).to.not.equal(lineBefore);
       expect(await clients.locator('.value').textContent()).to.match(/^\d+$/);
       expect(await messagesIn.locator('.value').textContent()).to.match(/\/s$/);
+      // A value scale from 0 to a round top at least the highest value, and a time axis in clock times.
+      const top = Number(await messagesIn.getAttribute('data-top'));
+      expect(top).to.be.at.least(Number(await messagesIn.getAttribute('data-last')));
+      expect(String(top)).to.match(/^[125]0*(\.0*)?$|^0\.0*[125]$/);
+      const scale = await messagesIn.locator('.y-axis span').allTextContents();
+      expect(scale).to.have.length(3);
+      expect(scale[0]).to.match(/\/s$/);
+      expect(scale[2]).to.equal('0/s');
+      const ticks = await messagesIn.locator('.x-axis span').allTextContents();
+      expect(ticks).to.have.length(3);
+      for (const t of ticks) expect(t).to.match(/^\d{1,2}:\d{2}(:\d{2})?( [AP]M)?$/);
       await expectAccessible(page, 'the overview with its charts');
       // A few seconds of history for the picture.
       await page.waitForFunction(([id, n]: [string, number]) => {

@@ -1,6 +1,8 @@
 // The overview's charts (a chunk of its own, loaded by the overview): the last hour of the
 // gateway's figures from GET /api/dashboard, polled with `since` at the sampling interval, each
-// drawn as a small plain SVG line (no chart library, no inline style: the CSP forbids it).
+// drawn as a small plain SVG line (no chart library, no inline style: the CSP forbids it) over a
+// value scale from 0 to a round maximum and a time axis in clock times, the labels in HTML
+// beside the drawing (text inside a stretched SVG would be distorted).
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Loading } from '../components/feedback.js';
@@ -50,8 +52,8 @@ function merge(current: DashboardView, next: DashboardView): DashboardView {
   return { ...next, times: times.slice(keep), series };
 }
 
-/** Polyline segments of the known values (a null breaks the line). */
-function segments(times: number[], values: (number | null)[], start: number, span: number, max: number): string[] {
+/** Polyline segments of the known values (a null breaks the line), from 0 at the bottom to `top` at the top. */
+function segments(times: number[], values: (number | null)[], start: number, span: number, top: number): string[] {
   const out: string[] = [];
   let current: string[] = [];
   values.forEach((v, i) => {
@@ -61,7 +63,7 @@ function segments(times: number[], values: (number | null)[], start: number, spa
       return;
     }
     const x = ((times[i]! - start) / span) * WIDTH;
-    const y = HEIGHT - 2 - (max > 0 ? (v / max) * (HEIGHT - 4) : 0);
+    const y = HEIGHT - 1 - (top > 0 ? (v / top) * (HEIGHT - 2) : 0);
     current.push(`${x.toFixed(1)},${y.toFixed(1)}`);
   });
   if (current.length) out.push(current.join(' '));
@@ -69,9 +71,20 @@ function segments(times: number[], values: (number | null)[], start: number, spa
   return out.map((s) => (s.includes(' ') ? s : `${s} ${(Number(s.split(',')[0]) + 2).toFixed(1)},${s.split(',')[1]}`));
 }
 
-function minutes(ms: number): string {
-  const m = Math.round(ms / 60_000);
-  return m >= 60 ? 'last hour' : m >= 1 ? `last ${m} min` : `last ${Math.max(1, Math.round(ms / 1000))} s`;
+/** The top of the value scale: the maximum rounded up to 1, 2 or 5 times a power of ten (bytes: of 1024). */
+export function scaleTop(max: number, unit: DashboardSeries['unit']): number {
+  if (!(max > 0)) return unit === 'percent' ? 100 : 1;
+  if (unit === 'percent' && max <= 100) return max > 50 ? 100 : max > 20 ? 50 : max > 10 ? 20 : max > 5 ? 10 : max > 2 ? 5 : max > 1 ? 2 : 1;
+  const base = unit === 'bytes' || unit === 'bytes-per-second' ? 1024 ** Math.floor(Math.log(max) / Math.log(1024)) : 1;
+  const scaled = max / base;
+  const power = 10 ** Math.floor(Math.log10(scaled));
+  const step = [1, 2, 5, 10].find((m) => m * power >= scaled)!;
+  return step * power * base;
+}
+
+/** A clock time of the time axis: hours and minutes, with seconds when the span is short. */
+function clock(t: number, span: number): string {
+  return new Date(t).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23', ...(span < 5 * 60_000 ? { second: '2-digit' } : {}) });
 }
 
 function Chart(props: { series: DashboardSeries; times: number[]; windowMs: number; intervalMs: number }) {
@@ -79,25 +92,37 @@ function Chart(props: { series: DashboardSeries; times: number[]; windowMs: numb
   const known = series.values.filter((v): v is number => v !== null);
   const last = [...series.values].reverse().find((v) => v !== null) ?? null;
   const max = known.length ? Math.max(...known) : 0;
+  const top = scaleTop(max, series.unit);
   const end = times.length ? times[times.length - 1]! : Date.now();
   // Until an hour of samples exists the chart spans what there is (a young gateway is not a sliver at the right edge).
   const span = Math.min(props.windowMs, Math.max(10 * props.intervalMs, times.length ? end - times[0]! : 0));
-  const lines = segments(times, series.values, end - span, span, max);
+  const lines = segments(times, series.values, end - span, span, top);
   const summary = `${series.label} over the last hour: now ${formatValue(series.unit, last)}, highest ${formatValue(series.unit, known.length ? max : null)}`;
   return (
-    <figure class="chart" data-series={series.id} data-last={last ?? ''} data-samples={known.length}>
+    <figure class="chart" data-series={series.id} data-last={last ?? ''} data-samples={known.length} data-top={top}>
       <figcaption>
         <span class="label">{series.label}</span> <strong class="value" data-volatile>{formatValue(series.unit, last)}</strong>
       </figcaption>
-      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} preserveAspectRatio="none" role="img" aria-label={summary}>
-        <line class="axis" x1="0" y1={HEIGHT - 1} x2={WIDTH} y2={HEIGHT - 1} />
-        {lines.map((points, i) => (
-          <polyline key={i} class="line" points={points} />
-        ))}
-      </svg>
-      <p class="scale" data-volatile>
-        max {formatValue(series.unit, known.length ? max : null)} · {minutes(span)}
-      </p>
+      <div class="plot">
+        <div class="y-axis" aria-hidden="true">
+          <span data-volatile>{formatValue(series.unit, top)}</span>
+          <span data-volatile>{formatValue(series.unit, top / 2)}</span>
+          <span>{formatValue(series.unit, 0)}</span>
+        </div>
+        <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} preserveAspectRatio="none" role="img" aria-label={summary}>
+          <line class="grid" x1="0" y1="1" x2={WIDTH} y2="1" />
+          <line class="grid" x1="0" y1={HEIGHT / 2} x2={WIDTH} y2={HEIGHT / 2} />
+          <line class="axis" x1="0" y1={HEIGHT - 1} x2={WIDTH} y2={HEIGHT - 1} />
+          {lines.map((points, i) => (
+            <polyline key={i} class="line" points={points} />
+          ))}
+        </svg>
+        <div class="x-axis" aria-hidden="true">
+          <span data-volatile>{clock(end - span, span)}</span>
+          <span data-volatile>{clock(end - span / 2, span)}</span>
+          <span data-volatile>{clock(end, span)}</span>
+        </div>
+      </div>
     </figure>
   );
 }

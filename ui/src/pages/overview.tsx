@@ -1,6 +1,6 @@
 // Overview: one card per area the signed-in user may read, each loaded on its own (one small
 // call each: a page of one row gives a count).
-import type { ComponentChildren, FunctionComponent } from 'preact';
+import { Fragment, type ComponentChildren, type FunctionComponent } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Loading } from '../components/feedback.js';
@@ -36,6 +36,24 @@ function Activity() {
       <ErrorMessage error={error} title="The charts could not be loaded" />
       {Charts ? <Charts /> : error ? null : <Loading what="the charts" />}
     </section>
+  );
+}
+
+/** What the mapping runs, by kind (those the user may read), with their states. */
+async function loadMappingCounts(): Promise<[string, MappingResource[]][]> {
+  const kinds: [string, string][] = [
+    ['Connections', '/api/connections'],
+    ['Endpoints', '/api/endpoints'],
+    ['Bridges', '/api/bridges'],
+    ['Sparkplug nodes', '/api/sparkplug'],
+  ];
+  const readable = kinds.filter(([, path]) => can('read', path));
+  return Promise.all(
+    readable.map(async ([label, path]) => {
+      const list = await api<MappingResource[]>('GET', path);
+      // An edge node by its session (born, dead...), the state a Sparkplug host sees.
+      return [label, path === '/api/sparkplug' ? list.map((n) => ({ ...n, currentState: (n.node as { state: string }).state })) : list] as [string, MappingResource[]];
+    }),
   );
 }
 
@@ -119,17 +137,15 @@ export function OverviewPage() {
           </Card>
         )}
         {can('read', '/api/connections') && (
-          <Card
-            title="Protocol mapping"
-            href="/mapping"
-            load={async () => ({ connections: await api<MappingResource[]>('GET', '/api/connections'), endpoints: await api<MappingResource[]>('GET', '/api/endpoints') })}
-          >
+          <Card title="Protocol mapping" href="/mapping" load={loadMappingCounts}>
             {(d) => (
               <dl class="facts">
-                <dt>Connections</dt>
-                <dd>{countStates(d.connections)}</dd>
-                <dt>Endpoints</dt>
-                <dd>{countStates(d.endpoints)}</dd>
+                {d.map(([label, list]) => (
+                  <Fragment key={label}>
+                    <dt>{label}</dt>
+                    <dd>{countStates(list)}</dd>
+                  </Fragment>
+                ))}
               </dl>
             )}
           </Card>
