@@ -36,22 +36,22 @@ describe('web UI: an EtherNet/IP service', function () {
     await page.getByLabel('Name of the new resource').fill('plc');
     await page.getByRole('button', { name: 'Add resource' }).click();
     const conn = page.locator('[data-resource-name="plc"]');
-    await conn.getByLabel('protocol').selectOption('EtherNetIp');
+    await conn.getByLabel('Protocol').selectOption('EtherNetIp');
     // One kind of configuration for this protocol: its fields at once, no choice of kinds.
-    expect(await conn.getByLabel('Kind of configuration').count()).to.equal(0);
-    await conn.getByLabel('host').fill('127.0.0.1');
-    await conn.getByLabel('port').fill(String(plc.port));
-    await conn.getByLabel('slot').fill('0');
+    expect(await conn.getByLabel('Kind of connection settings').count()).to.equal(0);
+    await conn.getByLabel('Host').fill('127.0.0.1');
+    await conn.getByLabel('Port', { exact: true }).fill(String(plc.port));
+    await conn.getByLabel('Slot').fill('0');
 
     await page.getByLabel('Type of the new resource').selectOption('Endpoint');
     await page.getByLabel('Name of the new resource').fill('speed');
     await page.getByRole('button', { name: 'Add resource' }).click();
     const speed = page.locator('[data-resource-name="speed"]');
-    await speed.getByLabel('connection').selectOption('plc');
-    await speed.getByLabel('operation').selectOption('read');
-    await speed.getByLabel('tag').fill('Program:Main.Speed');
-    await speed.getByRole('combobox', { name: 'type (required)', exact: true }).selectOption('DINT');
-    await speed.getByLabel('pollIntervalMs').fill('200');
+    await speed.getByLabel('Connection').selectOption('plc');
+    await speed.getByLabel('Operation').selectOption('read');
+    await speed.getByLabel('Tag').fill('Program:Main.Speed');
+    await speed.getByRole('combobox', { name: 'Type (required)', exact: true }).selectOption('DINT');
+    await speed.getByLabel('Poll interval (ms)').fill('200');
 
     await page.getByRole('button', { name: 'Check', exact: true }).click();
     await page.getByText('No problem found: applying would add cell.plc, cell.speed.').waitFor();

@@ -37,24 +37,24 @@ describe('web UI: an S7 service through the forms', function () {
     await page.getByLabel('Name of the new resource').fill('plc');
     await page.getByRole('button', { name: 'Add resource' }).click();
     const conn = page.locator('[data-resource-name="plc"]');
-    await conn.getByLabel('protocol').selectOption('S7');
-    expect(await conn.getByLabel('port').getAttribute('placeholder')).to.equal('102 (default)');
-    expect(await conn.getByLabel('rack').getAttribute('placeholder')).to.equal('0 (default)');
-    expect(await conn.getByLabel('slot').getAttribute('placeholder')).to.equal('1 (default)');
-    await conn.getByLabel('host').fill('127.0.0.1');
-    await conn.getByLabel('port').fill(String(plc.port));
+    await conn.getByLabel('Protocol').selectOption('S7');
+    expect(await conn.getByLabel('Port', { exact: true }).getAttribute('placeholder')).to.equal('102 (default)');
+    expect(await conn.getByLabel('Rack').getAttribute('placeholder')).to.equal('0 (default)');
+    expect(await conn.getByLabel('Slot').getAttribute('placeholder')).to.equal('1 (default)');
+    await conn.getByLabel('Host').fill('127.0.0.1');
+    await conn.getByLabel('Port', { exact: true }).fill(String(plc.port));
 
     await page.getByLabel('Type of the new resource').selectOption('Endpoint');
     await page.getByLabel('Name of the new resource').fill('temperature');
     await page.getByRole('button', { name: 'Add resource' }).click();
     const ep = page.locator('[data-resource-name="temperature"]');
-    await ep.getByLabel('connection').selectOption('plc');
-    await ep.getByLabel('operation').selectOption('read');
-    await ep.getByLabel('area').selectOption('DB');
-    await ep.getByLabel('dbNumber').fill('3');
-    await ep.getByLabel('offset').fill('4');
-    await ep.getByLabel('type (required)', { exact: true }).selectOption('REAL');
-    await ep.getByLabel('pollIntervalMs').fill('200');
+    await ep.getByLabel('Connection').selectOption('plc');
+    await ep.getByLabel('Operation').selectOption('read');
+    await ep.getByLabel('Area').selectOption('DB');
+    await ep.getByLabel('DB number').fill('3');
+    await ep.getByLabel('Byte offset').fill('4');
+    await ep.getByLabel('Type (required)', { exact: true }).selectOption('REAL');
+    await ep.getByLabel('Poll interval (ms)').fill('200');
 
     await page.getByRole('button', { name: 'Check', exact: true }).click();
     await page.getByText('No problem found: applying would add oven.plc, oven.temperature.').waitFor();

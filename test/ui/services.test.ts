@@ -6,7 +6,10 @@
 import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { startModbusServer, type ModbusTestServer } from '../mapping-support.js';
-import { startGateway, tempDir, type TestGateway } from '../support/harness.js';
+import { ADMIN_PASSWORD, startGateway, tempDir, type TestGateway } from '../support/harness.js';
+import { connect, endAllClients } from '../support/mqtt-test-kit.js';
+import { freePort } from '../support/free-port.js';
+import { bridgeService, putService } from '../bridges-support.js';
 import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
 
 describe('web UI: services', function () {
@@ -22,6 +25,7 @@ describe('web UI: services', function () {
     gw = await startGateway({ dataDir });
   });
   after(async () => {
+    await endAllClients();
     await gw.stop();
     await peer.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -43,12 +47,12 @@ describe('web UI: services', function () {
     await page.getByLabel('Name of the new resource').fill('plc');
     await page.getByRole('button', { name: 'Add resource' }).click();
     const plc = page.locator('[data-resource-name="plc"]');
-    expect(await plc.getByLabel('protocol').inputValue()).to.equal('Modbus');
-    expect(await plc.getByLabel('Kind of configuration').inputValue()).to.equal('Modbus');
+    expect(await plc.getByLabel('Protocol').inputValue()).to.equal('Modbus');
+    expect(await plc.getByLabel('Kind of connection settings').inputValue()).to.equal('Modbus');
 
     // Checked before the host is given: the problem is marked at the host field.
     await page.getByRole('button', { name: 'Check', exact: true }).click();
-    const host = plc.getByLabel('host');
+    const host = plc.getByLabel('Host');
     await plc.locator('p.invalid').filter({ hasText: "must have required property 'host'" }).waitFor();
     expect(await host.getAttribute('aria-invalid')).to.equal('true');
     expect(await host.getAttribute('aria-describedby')).to.include('-invalid');
@@ -60,20 +64,20 @@ describe('web UI: services', function () {
     expect(await host.evaluate((el) => el === el.ownerDocument.activeElement)).to.equal(true);
 
     await host.fill('127.0.0.1');
-    await plc.getByLabel('port').fill(String(peer.port));
-    await plc.getByLabel('timeoutMs').fill('1000');
+    await plc.getByLabel('Port', { exact: true }).fill(String(peer.port));
+    await plc.getByLabel('Timeout (ms)').fill('1000');
 
     // An endpoint: its connection is picked from the service's connections; its address form follows the connection's protocol.
     await page.getByLabel('Type of the new resource').selectOption('Endpoint');
     await page.getByLabel('Name of the new resource').fill('temperature');
     await page.getByRole('button', { name: 'Add resource' }).click();
     const temperature = page.locator('[data-resource-name="temperature"]');
-    await temperature.getByLabel('connection').selectOption('plc');
-    await temperature.getByLabel('operation').selectOption('read');
-    await temperature.getByLabel('table').selectOption('holding');
-    await temperature.getByRole('textbox', { name: 'address (required)', exact: true }).fill('0');
-    await temperature.getByLabel('quantity').fill('1');
-    await temperature.getByLabel('pollIntervalMs').fill('300');
+    await temperature.getByLabel('Connection').selectOption('plc');
+    await temperature.getByLabel('Operation').selectOption('read');
+    await temperature.getByLabel('Table').selectOption('holding');
+    await temperature.getByRole('textbox', { name: 'Address (required)', exact: true }).fill('0');
+    await temperature.getByLabel('Quantity').fill('1');
+    await temperature.getByLabel('Poll interval (ms)').fill('300');
 
     await page.getByRole('button', { name: 'Check', exact: true }).click();
     await page.getByText('No problem found: applying would add press.plc, press.temperature.').waitFor();
@@ -88,7 +92,7 @@ describe('web UI: services', function () {
     await row.getByText('enabled', { exact: true }).waitFor();
     peer.holding[0] = 230;
     await row.locator('svg.sparkline').waitFor({ timeout: 10_000 });
-    await screenshot(page, 'service-editor');
+    await screenshot(page, 'service-new');
 
     // What the gateway stored is the file the form described.
     const admin = await gw.login();
@@ -121,13 +125,67 @@ describe('web UI: services', function () {
     const row = page.locator('tr[data-endpoint="press.setpoint"]');
     await row.getByLabel('Value for press.setpoint').fill('42');
     await row.getByRole('button', { name: 'Write' }).click();
-    await row.getByText('written', { exact: true }).waitFor({ timeout: 10_000 });
+    // The result in words, with who wrote it (the endpoint's last write, as its audit event says).
+    await row.getByText(/^written 42 at \d\d:\d\d:\d\d by admin \(client gatewayd-live-\w+\)$/).waitFor({ timeout: 10_000 });
     expect(peer.holding[5]).to.equal(42);
+    // A write made elsewhere over MQTT shows there too.
+    const hmi = await connect(gw.ports.mqtt, { clientId: 'hmi-7', username: 'admin', password: ADMIN_PASSWORD });
+    await hmi.publishAsync('services/press/setpoint/set', '4321', { qos: 1 });
+    await row.getByText(/^written 4321 at \d\d:\d\d:\d\d by admin \(client hmi-7\)$/).waitFor({ timeout: 10_000 });
+    expect(peer.holding[5]).to.equal(4321);
+    await hmi.endAsync();
 
     // The form shows what the YAML added.
     await page.getByRole('tab', { name: 'Resources' }).click();
     const setpoint = page.locator('[data-resource-name="setpoint"]');
-    expect(await setpoint.getByLabel('operation').inputValue()).to.equal('write');
+    await setpoint.locator('summary').first().click();
+    expect(await setpoint.getByLabel('Operation').inputValue()).to.equal('write');
+    // Only the fields that apply: no poll interval for a write; filter and transform folded away.
+    expect(await setpoint.getByLabel('Poll interval (ms)').count()).to.equal(0);
+    expect(await setpoint.getByLabel('Filter (JSONata)').isVisible()).to.equal(false);
+    await setpoint.getByText('More settings: description, transform (JSONata), filter (JSONata), target state').waitFor();
+    expect(await setpoint.locator('summary').first().textContent()).to.include('write · holding 5 · on plc');
+  });
+
+  it('shows a 3-resource service on a 1366×768 laptop: what runs first, the configuration folded, deletion apart', async () => {
+    const { page } = b;
+    await page.setViewportSize({ width: 1366, height: 768 });
+    await signIn(page, gw.baseUrl, { path: '/services/press' });
+    const now = page.getByRole('region', { name: 'What the service runs' });
+    for (const id of ['press.plc', 'press.temperature', 'press.setpoint']) await now.locator(`tr[data-resource-id="${id}"]`).getByText(/^(connected|enabled)$/).waitFor();
+    const plcRow = now.locator('tr[data-resource-id="press.plc"]');
+    await plcRow.getByText(/127\.0\.0\.1:\d+ · \d+ reads?, \d+ writes?, no failure · last reading \d+ s ago/).waitFor({ timeout: 5000 }).catch(async (err: Error) => {
+      throw new Error(`${err.message}: ${await plcRow.textContent()}`);
+    });
+    expect(await now.locator('tr[data-resource-id="press.temperature"] th').textContent()).to.include('Endpoint, read holding 0');
+    // What runs comes before the configuration; deleting is a section of its own, after it.
+    const top = async (selector: string) => page.locator(selector).first().evaluate((el) => el.getBoundingClientRect().top);
+    expect(await top('#now-title')).to.be.below(await top('#config-title'));
+    expect(await top('#config-title')).to.be.below(await top('#delete-title'));
+    expect(await page.locator('.editor-actions').getByRole('button', { name: /delete/i }).count()).to.equal(0);
+    const height = (await page.evaluate('document.documentElement.scrollHeight')) as number;
+    expect(height, 'the page height').to.be.below(1300);
+    await expectAccessible(page, 'a service on a laptop');
+    await screenshot(page, 'service-editor');
+    // Every panel open: still far from the 3,241 px of one long form.
+    for (const name of ['plc', 'temperature', 'setpoint']) await page.locator(`[data-resource-name="${name}"] > summary`).click();
+    await screenshot(page, 'service-editor-open');
+    expect((await page.evaluate('document.documentElement.scrollHeight')) as number).to.be.below(2800);
+    await expectAccessible(page, 'a service with its panels open');
+  });
+
+  it("shows a bridge-only service's bridge with its state, queue and what it forwarded", async () => {
+    const { page } = b;
+    const admin = await gw.login();
+    await putService(gw, admin, 'uplink', bridgeService('up', { urls: [`mqtt://127.0.0.1:${await freePort()}`], runAs: 'admin', topics: [{ pattern: 'plant/#', direction: 'out' }] }));
+    await signIn(page, gw.baseUrl, { path: '/services/uplink' });
+    const row = page.getByRole('region', { name: 'What the service runs' }).locator('tr[data-resource-id="uplink.up"]');
+    await row.getByText(/^(connecting|reconnecting)$/).waitFor();
+    await row.getByText(/mqtt:\/\/127\.0\.0\.1:\d+ · queue 0 messages · 0 forwarded, 0 in/).waitFor();
+    expect(await row.locator('th').textContent()).to.include('Bridge');
+    expect(await page.getByText(/no running endpoint/i).count()).to.equal(0);
+    await expectAccessible(page, 'a bridge-only service');
+    expect((await gw.api('DELETE', '/api/services/uplink', { token: admin })).status).to.equal(200);
   });
 
   it('lists the service with its state and resources, and deletes it', async () => {

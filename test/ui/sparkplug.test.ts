@@ -92,17 +92,23 @@ describe('web UI: Sparkplug edge nodes', function () {
   it('edits the Sparkplug resource with the form its schema gives: nested devices and metrics, endpoint pickers, the kind of via', async () => {
     const { page } = b;
     await signIn(page, gw.baseUrl, { path: '/services/press' });
+    // What runs first: the edge node with its session and devices (not "no running endpoint").
+    const running = page.getByRole('region', { name: 'What the service runs' }).locator('tr[data-resource-id="press.edge"]');
+    await running.getByText('born', { exact: true }).waitFor({ timeout: 15_000 });
+    await running.getByText(/^press-7 born · \d+ data messages?$/).waitFor();
+    expect(await running.locator('th').textContent()).to.include('Sparkplug edge node');
     const edge = page.locator('[data-resource-name="edge"]');
-    await edge.waitFor();
-    expect(await edge.getByRole('textbox', { name: 'groupId (required)' }).inputValue()).to.equal('site-a');
+    // An existing service's panels start folded: open this one.
+    await edge.locator('> summary').click();
+    expect(await edge.getByRole('textbox', { name: 'Group ID (required)' }).inputValue()).to.equal('site-a');
     expect(await edge.getByLabel('Kind of via').inputValue()).to.equal('0'); // text (local) rather than upstream settings
-    const metric = edge.locator('fieldset.item').filter({ hasText: 'metrics 1' }).last();
-    expect(await metric.getByRole('combobox', { name: 'endpoint (required)' }).inputValue()).to.equal('temperature');
-    expect(await metric.getByRole('combobox', { name: 'datatype (required)' }).inputValue()).to.equal('Float');
+    const metric = edge.locator('fieldset.item').filter({ hasText: 'Metrics 1' }).last();
+    expect(await metric.getByRole('combobox', { name: 'Endpoint (required)' }).inputValue()).to.equal('temperature');
+    expect(await metric.getByRole('combobox', { name: 'Data type (required)' }).inputValue()).to.equal('Float');
     await expectAccessible(page, 'the service editor with a Sparkplug resource');
     // Upstream settings instead of the embedded broker: the form offers the settings' fields.
     await edge.getByLabel('Kind of via').selectOption('1');
-    await edge.getByRole('textbox', { name: 'urls (required)' }).waitFor();
+    await edge.getByRole('textbox', { name: 'Broker URLs (required)' }).waitFor();
     await page.getByRole('button', { name: 'Check', exact: true }).click();
     await page.getByRole('alert').filter({ hasText: 'resources.edge.properties.via' }).waitFor();
   });

@@ -18,10 +18,10 @@ export const etherNetIpConfigurationSchema: Schema = {
   required: ['host'],
   description: 'A Logix controller (ControlLogix, CompactLogix) over EtherNet/IP: CIP explicit messaging on one class 3 connection.',
   properties: {
-    host: { type: 'string', minLength: 1, maxLength: 255, description: 'The controller or its EtherNet/IP module (e.g. 1756-EN2T).' },
-    port: { type: 'integer', minimum: 1, maximum: 65535, default: 44818 },
-    slot: { type: 'integer', minimum: 0, maximum: 15, default: 0, description: 'The CPU slot in the chassis, reached through the backplane (0 for CompactLogix).' },
-    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 2000, description: 'How long to wait for an answer; an unanswered request loses the connection.' },
+    host: { title: 'Host', type: 'string', minLength: 1, maxLength: 255, description: 'The controller or its EtherNet/IP module (e.g. 1756-EN2T).' },
+    port: { title: 'Port', type: 'integer', minimum: 1, maximum: 65535, default: 44818 },
+    slot: { title: 'Slot', type: 'integer', minimum: 0, maximum: 15, default: 0, description: 'The CPU slot in the chassis, reached through the backplane (0 for CompactLogix).' },
+    timeoutMs: { title: 'Timeout (ms)', type: 'integer', minimum: 10, maximum: 60000, default: 2000, description: 'How long to wait for an answer; an unanswered request loses the connection.' },
   },
 };
 
@@ -30,9 +30,9 @@ export const etherNetIpAddressSchema: Schema = {
   additionalProperties: false,
   required: ['tag', 'type'],
   properties: {
-    tag: { type: 'string', minLength: 1, maxLength: 512, pattern: TAG_PATTERN, description: 'e.g. Speed, Program:Main.Speed, Temps[3], Line.Motor[2].Current; BOOL arrays: Flags[5].' },
-    type: { type: 'string', enum: [...ETHERNET_IP_TYPES], description: 'The atomic type of the tag (checked against the controller at every read).' },
-    elements: { type: 'integer', minimum: 1, maximum: MAX_ELEMENTS, default: 1, description: 'More than 1: an array of this many elements from the one the tag names (a JSON array).' },
+    tag: { title: 'Tag', type: 'string', minLength: 1, maxLength: 512, pattern: TAG_PATTERN, description: 'e.g. Speed, Program:Main.Speed, Temps[3], Line.Motor[2].Current; BOOL arrays: Flags[5].' },
+    type: { title: 'Type', type: 'string', enum: [...ETHERNET_IP_TYPES], description: 'The atomic type of the tag (checked against the controller at every read).' },
+    elements: { title: 'Elements', type: 'integer', minimum: 1, maximum: MAX_ELEMENTS, default: 1, description: 'More than 1: an array of this many elements from the one the tag names (a JSON array).' },
   },
 };
 

@@ -38,11 +38,11 @@ export const s7ConfigurationSchema: Schema = {
   required: ['host'],
   description: 'Siemens S7 CPU over ISO-on-TCP (S7comm, PUT/GET): S7-300/400, S7-1200/1500 with PUT/GET access allowed and non-optimized data blocks.',
   properties: {
-    host: { type: 'string', minLength: 1, maxLength: 255 },
-    port: { type: 'integer', minimum: 1, maximum: 65535, default: 102 },
-    rack: { type: 'integer', minimum: 0, maximum: 7, default: 0 },
-    slot: { type: 'integer', minimum: 0, maximum: 31, default: 1, description: 'S7-1200/1500: 1 (or 0); S7-300: 2; S7-400: the CPU\'s slot.' },
-    timeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 2000, description: 'Connecting, and each request: a CPU that does not answer in time loses the connection.' },
+    host: { title: 'Host', type: 'string', minLength: 1, maxLength: 255 },
+    port: { title: 'Port', type: 'integer', minimum: 1, maximum: 65535, default: 102 },
+    rack: { title: 'Rack', type: 'integer', minimum: 0, maximum: 7, default: 0 },
+    slot: { title: 'Slot', type: 'integer', minimum: 0, maximum: 31, default: 1, description: 'S7-1200/1500: 1 (or 0); S7-300: 2; S7-400: the CPU\'s slot.' },
+    timeoutMs: { title: 'Timeout (ms)', type: 'integer', minimum: 10, maximum: 60000, default: 2000, description: 'Connecting, and each request: a CPU that does not answer in time loses the connection.' },
   },
 };
 
@@ -51,12 +51,12 @@ export const s7AddressSchema: Schema = {
   additionalProperties: false,
   required: ['area', 'offset', 'type'],
   properties: {
-    area: { type: 'string', enum: ['DB', 'I', 'Q', 'M'], description: 'DB: a data block; I: inputs; Q: outputs; M: memory (flags).' },
-    dbNumber: { type: 'integer', minimum: 1, maximum: 65535, description: 'area DB: the data block number (DB1 → 1).' },
-    offset: { type: 'integer', minimum: 0, maximum: 65535, description: 'Byte offset in the area (DB1.DBW4 → 4).' },
-    bit: { type: 'integer', minimum: 0, maximum: 7, description: 'type BOOL: the bit of the byte (DB1.DBX4.3 → 3).' },
-    type: { type: 'string', enum: [...S7_TYPES], description: 'BOOL (true/false), BYTE/WORD/DWORD (unsigned 8/16/32 bit), INT/DINT (signed 16/32 bit), REAL (32-bit float), STRING (S7 STRING[length]).' },
-    length: { type: 'integer', minimum: 1, maximum: S7_MAX_STRING, description: 'type STRING: its declared length in characters (STRING[20] → 20).' },
+    area: { title: 'Area', type: 'string', enum: ['DB', 'I', 'Q', 'M'], description: 'DB: a data block; I: inputs; Q: outputs; M: memory (flags).' },
+    dbNumber: { title: 'DB number', type: 'integer', minimum: 1, maximum: 65535, description: 'area DB: the data block number (DB1 → 1).' },
+    offset: { title: 'Byte offset', type: 'integer', minimum: 0, maximum: 65535, description: 'Byte offset in the area (DB1.DBW4 → 4).' },
+    bit: { title: 'Bit', type: 'integer', minimum: 0, maximum: 7, description: 'type BOOL: the bit of the byte (DB1.DBX4.3 → 3).' },
+    type: { title: 'Type', type: 'string', enum: [...S7_TYPES], description: 'BOOL (true/false), BYTE/WORD/DWORD (unsigned 8/16/32 bit), INT/DINT (signed 16/32 bit), REAL (32-bit float), STRING (S7 STRING[length]).' },
+    length: { title: 'Length (characters)', type: 'integer', minimum: 1, maximum: S7_MAX_STRING, description: 'type STRING: its declared length in characters (STRING[20] → 20).' },
   },
 };
 

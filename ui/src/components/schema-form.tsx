@@ -1,7 +1,9 @@
 // A form built from a JSON Schema (the schemas GET /api/resource-types answers): every property
-// of the schema becomes a labelled control — text, number, choice, yes/no, nested groups, lists
-// of items, key/value maps — with its description as hint, its default as placeholder, and the
-// problems the API reported for its path marked at it. Nothing here knows a resource type: what
+// of the schema becomes a control labelled with its `title` (else its name in words: pollIntervalMs
+// → "Poll interval (ms)") — text, number, choice, yes/no, nested groups, lists of items, key/value
+// maps — with its description as hint, its default as placeholder, and the problems the API
+// reported for its path marked at it. Fields sit in a grid; a resource's fields that do not apply
+// (FormHints.fieldRules) are left out and the rarely changed ones folded under "More settings". Nothing here knows a resource type: what
 // a schema cannot say (which resource a `!ref` names, which definition an untyped object takes)
 // comes from FormHints (service-form-hints.ts), so new types (bridges, Sparkplug) get a form
 // from their schema alone.
@@ -19,11 +21,21 @@ export interface ResourceRef {
   properties: Obj;
 }
 
+/** Which of a resource's own properties the form shows, and where. */
+export interface FieldRule {
+  /** Properties that do not apply, given the resource's other properties and the service's resources (shown anyway while set). */
+  hidden?: (value: Obj, resources: ResourceRef[]) => string[];
+  /** Properties folded under "More settings" (open while one of them is set or has a problem). */
+  folded?: string[];
+}
+
 export interface FormHints {
   /** The resource type a `!ref` property names, by property name (`connection` → Connection). */
   refTypes?: Record<string, string>;
   /** Labels of schema definitions by the schema's title (Connection: Modbus → Modbus TCP). */
   definitionLabels?: Record<string, Record<string, string>>;
+  /** By resource type (the schema's title); `*` for every type. */
+  fieldRules?: Record<string, FieldRule>;
 }
 
 export interface FormContext {
@@ -35,6 +47,23 @@ export interface FormContext {
   root: JsonSchema;
   hints: FormHints;
 }
+
+const ACRONYMS: Record<string, string> = { id: 'ID', ids: 'IDs', url: 'URL', urls: 'URLs', qos: 'QoS', db: 'DB', ca: 'CA', mqtt: 'MQTT', http: 'HTTP', tls: 'TLS', ip: 'IP', opc: 'OPC', ua: 'UA' };
+
+/** A property's label: its schema title, else its name in words (pollIntervalMs → "Poll interval (ms)"). */
+export function labelOf(name: string, schema: JsonSchema): string {
+  if (schema.title) return schema.title;
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .split(/[\s_-]+/)
+    .filter(Boolean)
+    .map((w) => w.toLowerCase());
+  const unit = words.length > 1 && (words[words.length - 1] === 'ms' || words[words.length - 1] === 'seconds') ? (words.pop() === 'ms' ? ' (ms)' : ' (s)') : '';
+  return words.map((w, i) => ACRONYMS[w] ?? (i === 0 ? w.charAt(0).toUpperCase() + w.slice(1) : w)).join(' ') + unit;
+}
+
+/** "Kind of connection settings": a label inside a sentence (acronyms keep their case). */
+const inSentence = (label: string) => (/^[A-Z]{2}/.test(label) ? label : label.charAt(0).toLowerCase() + label.slice(1));
 
 /** A DOM id for a path (the problem summary links to it). */
 export function fieldId(path: string): string {
@@ -131,6 +160,8 @@ function Problems(props: { path: string; ctx: FormContext; id?: string }) {
 
 interface FieldProps {
   name: string;
+  /** Shown instead of the name (labelOf by default). */
+  label?: string;
   schema: JsonSchema;
   value: Json;
   required: boolean;
@@ -142,6 +173,8 @@ interface FieldProps {
   parent: JsonSchema;
 }
 
+const labelFor = (props: FieldProps) => props.label ?? labelOf(props.name, props.schema);
+
 function Label(props: { for: string; name: string; required: boolean }) {
   return (
     <label for={props.for}>
@@ -151,15 +184,15 @@ function Label(props: { for: string; name: string; required: boolean }) {
   );
 }
 
-/** Label, control, hint and problems of one scalar property. */
-function Scalar(props: FieldProps & { children: (a: { id: string; describedBy?: string; invalid: boolean }) => ComponentChildren }) {
+/** Label, control, hint and problems of one scalar property (`wide`: the whole row of the grid). */
+function Scalar(props: FieldProps & { wide?: boolean; children: (a: { id: string; describedBy?: string; invalid: boolean }) => ComponentChildren }) {
   const id = fieldId(props.path);
   const problems = props.ctx.problems.get(props.path);
   const hint = props.schema.description;
   const describedBy = [hint ? `${id}-hint` : '', problems?.length ? `${id}-invalid` : ''].filter(Boolean).join(' ') || undefined;
   return (
-    <div class="field">
-      <Label for={id} name={props.name} required={props.required} />
+    <div class={props.wide ? 'field wide' : 'field'}>
+      <Label for={id} name={labelFor(props)} required={props.required} />
       {props.children({ id, describedBy, invalid: !!problems?.length })}
       {hint && (
         <p class="hint" id={`${id}-hint`}>
@@ -183,7 +216,7 @@ function TextControl(props: FieldProps) {
   const text = value === undefined ? '' : (tagText(value) ?? (typeof value === 'string' ? value : JSON.stringify(value)));
   const long = (schema.maxLength ?? 0) > 4096;
   return (
-    <Scalar {...props}>
+    <Scalar {...props} wide={long}>
       {({ id, describedBy, invalid }) =>
         long ? (
           <textarea id={id} rows={2} value={text} spellcheck={false} aria-describedby={describedBy} aria-invalid={invalid || undefined} onInput={(e) => props.onChange(parseText(e.currentTarget.value, false))} />
@@ -249,7 +282,8 @@ function RefControl(props: FieldProps & { type: string | null }) {
     <ChoiceControl
       {...props}
       value={current === '' ? undefined : current}
-      schema={{ ...props.schema, description: props.schema.description ?? (props.type ? `A ${props.type} of this service.` : undefined) }}
+      // "The connection: !ref <resourceName>." is how a file says it; the form says which resources fit.
+      schema={{ ...props.schema, description: props.type && (!props.schema.description || /!ref <\w+>\.?$/.test(props.schema.description)) ? `A ${props.type} of this service.` : props.schema.description }}
       choices={choices}
       onChange={(v) => props.onChange(v === undefined ? undefined : { '!ref': v })}
     />
@@ -259,7 +293,7 @@ function RefControl(props: FieldProps & { type: string | null }) {
 function JsonControl(props: FieldProps) {
   const text = props.value === undefined ? '' : JSON.stringify(props.value, null, 1);
   return (
-    <Scalar {...props}>
+    <Scalar {...props} wide>
       {({ id, describedBy, invalid }) => (
         <textarea
           id={id}
@@ -303,7 +337,7 @@ function EnumListControl(props: FieldProps) {
   const id = fieldId(props.path);
   return (
     <fieldset class="group" id={id}>
-      <GroupHead name={props.name} required={props.required} description={props.schema.description} />
+      <GroupHead name={labelFor(props)} required={props.required} description={props.schema.description} />
       <div class="choices">
         {values.map((v) => (
           <div class="check" key={String(v)}>
@@ -332,21 +366,21 @@ function ItemListControl(props: FieldProps) {
   const set = (next: Json[]) => props.onChange(next.length || props.required ? next : undefined);
   return (
     <fieldset class="group" id={fieldId(props.path)}>
-      <GroupHead name={props.name} required={props.required} description={props.schema.description} />
+      <GroupHead name={labelFor(props)} required={props.required} description={props.schema.description} />
       <Problems path={props.path} ctx={props.ctx} />
       {list.map((item, i) => (
         <fieldset class="item" key={i}>
           <legend>
-            {props.name} {i + 1}
+            {labelFor(props)} {i + 1}
           </legend>
           <ObjectFields schema={itemSchema} value={isObj(item) ? item : {}} path={`${props.path}[${i}]`} ctx={props.ctx} onChange={(v) => set(list.map((x, j) => (j === i ? v : x)))} />
-          <Button class="small" variant="plain" onClick={() => set(list.filter((_, j) => j !== i))} aria-label={`Remove ${props.name} ${i + 1}`}>
+          <Button class="small" variant="plain" onClick={() => set(list.filter((_, j) => j !== i))} aria-label={`Remove ${labelFor(props)} ${i + 1}`}>
             Remove
           </Button>
         </fieldset>
       ))}
       <Button class="small" onClick={() => set([...list, itemSchema.properties ? skeleton(itemSchema) : ''])}>
-        Add to {props.name}
+        Add to {inSentence(labelFor(props))}
       </Button>
     </fieldset>
   );
@@ -356,7 +390,7 @@ function ItemListControl(props: FieldProps) {
 function LinesControl(props: FieldProps) {
   const list = Array.isArray(props.value) ? props.value : [];
   return (
-    <Scalar {...props} schema={{ ...props.schema, description: `${props.schema.description ?? ''} One per line.`.trim() }}>
+    <Scalar {...props} wide schema={{ ...props.schema, description: `${props.schema.description ?? ''} One per line.`.trim() }}>
       {({ id, describedBy, invalid }) => (
         <textarea
           id={id}
@@ -382,7 +416,7 @@ function MapControl(props: FieldProps) {
   const set = (next: [string, Json][]) => props.onChange(next.length ? Object.fromEntries(next) : undefined);
   return (
     <fieldset class="group" id={id}>
-      <legend>{props.name}</legend>
+      <legend>{labelFor(props)}</legend>
       {props.schema.description && <p class="hint">{props.schema.description}</p>}
       {entries.map(([k, v], i) => (
         <div class="row map-row" key={i}>
@@ -394,13 +428,13 @@ function MapControl(props: FieldProps) {
             <label for={`${id}-v${i}`}>Value {i + 1}</label>
             <input id={`${id}-v${i}`} type="text" value={String(tagText(v) ?? v ?? '')} onInput={(e) => set(entries.map((x, j) => (j === i ? [x[0], parseText(e.currentTarget.value, false) ?? ''] : x)))} />
           </div>
-          <Button class="small" variant="plain" onClick={() => set(entries.filter((_, j) => j !== i))} aria-label={`Remove ${props.name} ${k || i + 1}`}>
+          <Button class="small" variant="plain" onClick={() => set(entries.filter((_, j) => j !== i))} aria-label={`Remove ${labelFor(props)} ${k || i + 1}`}>
             Remove
           </Button>
         </div>
       ))}
       <Button class="small" onClick={() => set([...entries, [`name${entries.length + 1}`, '']])}>
-        Add to {props.name}
+        Add to {inSentence(labelFor(props))}
       </Button>
       <Problems path={props.path} ctx={props.ctx} />
     </fieldset>
@@ -419,11 +453,12 @@ function GroupControl(props: FieldProps) {
     const options = candidates(props.ctx, key.value);
     const chosen = chosenDefinition(options, props.value, props.ctx, picked);
     const labels = props.ctx.hints.definitionLabels?.[props.ctx.root.title ?? ''] ?? {};
-    if (chosen) schema = { ...props.ctx.root.definitions[chosen]!, description: props.ctx.root.definitions[chosen]!.description ?? props.schema.description };
+    // The chosen definition's own description (the property's only names the definitions: text for developers).
+    if (chosen) schema = { ...props.ctx.root.definitions[chosen]!, title: props.schema.title ?? props.ctx.root.definitions[chosen]!.title };
     if (options.length > 1) {
       picker = (
         <div class="field">
-          <label for={`${id}-kind`}>Kind of {props.name}</label>
+          <label for={`${id}-kind`}>Kind of {inSentence(labelFor(props))}</label>
           <select
             id={`${id}-kind`}
             value={chosen}
@@ -446,7 +481,7 @@ function GroupControl(props: FieldProps) {
   const value = isObj(props.value) ? props.value : {};
   return (
     <fieldset class="group" id={id}>
-      <GroupHead name={props.name} required={props.required} description={schema.description} />
+      <GroupHead name={labelFor(props)} required={props.required} description={schema.description} />
       <Problems path={props.path} ctx={props.ctx} />
       {picker}
       <ObjectFields schema={schema} value={value} path={props.path} ctx={props.ctx} onChange={(v) => props.onChange(Object.keys(v as Obj).length || props.required ? v : undefined)} />
@@ -461,13 +496,13 @@ function OneOfControl(props: FieldProps) {
   const fits = (alt: JsonSchema) => (alt.type === 'object' ? isObj(props.value) && !isTagValue(props.value) : alt.type === 'array' ? Array.isArray(props.value) : !isObj(props.value) || isTagValue(props.value));
   const index = props.value === undefined ? (picked ?? 0) : Math.max(0, alternatives.findIndex(fits));
   const id = fieldId(props.path);
-  const labelOf = (alt: JsonSchema) => alt.title ?? (alt.type === 'object' ? 'settings' : alt.type === 'string' ? 'text' : (alt.type ?? 'value'));
+  const shapeOf = (alt: JsonSchema) => alt.title ?? (alt.type === 'object' ? 'settings' : alt.type === 'string' ? 'text' : (alt.type ?? 'value'));
   // The field inside carries the path's id (problems and the summary's links go there).
   return (
     <fieldset class="group" id={`${id}-shapes`}>
-      <GroupHead name={props.name} required={props.required} description={props.schema.description} />
+      <GroupHead name={labelFor(props)} required={props.required} description={props.schema.description} />
       <div class="field">
-        <label for={`${id}-kind`}>Kind of {props.name}</label>
+        <label for={`${id}-kind`}>Kind of {inSentence(labelFor(props))}</label>
         <select
           id={`${id}-kind`}
           value={String(index)}
@@ -479,12 +514,12 @@ function OneOfControl(props: FieldProps) {
         >
           {alternatives.map((alt, i) => (
             <option key={i} value={String(i)}>
-              {labelOf(alt)}
+              {shapeOf(alt)}
             </option>
           ))}
         </select>
       </div>
-      <Field {...props} name={`${props.name} (${labelOf(alternatives[index]!)})`} schema={{ ...alternatives[index]!, default: props.schema.default }} />
+      <Field {...props} label={`${labelFor(props)} (${shapeOf(alternatives[index]!)})`} schema={{ ...alternatives[index]!, default: props.schema.default }} />
     </fieldset>
   );
 }
@@ -521,34 +556,51 @@ function Field(props: FieldProps) {
  * settings belong to another kind.
  */
 export function ObjectFields(props: { schema: JsonSchema; value: Obj; path: string; ctx: FormContext; onChange: (value: Obj) => void }) {
-  const { schema, value } = props;
+  const { schema, value, ctx } = props;
   const required = new Set(schema.required ?? []);
   const dependents = (key: string) =>
-    Object.entries(schema.properties ?? {}).filter(([name, p]) => name !== key && p.type === 'object' && !p.properties && props.ctx.root.definitions && variantKey(value, schema, props.ctx).by === key);
+    Object.entries(schema.properties ?? {}).filter(([name, p]) => name !== key && p.type === 'object' && !p.properties && ctx.root.definitions && variantKey(value, schema, ctx).by === key);
   const known = new Set(Object.keys(schema.properties ?? {}));
   const unknown = Object.keys(value).filter((k) => !known.has(k));
+  // A resource's own properties follow its type's rules; nested objects show every field.
+  const atResource = schema === ctx.root;
+  const rules = atResource ? [ctx.hints.fieldRules?.['*'], ctx.hints.fieldRules?.[ctx.root.title ?? '']].filter((r): r is FieldRule => !!r) : [];
+  const hidden = new Set(rules.flatMap((r) => r.hidden?.(value, ctx.resources) ?? []));
+  const folded = new Set(rules.flatMap((r) => r.folded ?? []));
+  const shown = Object.entries(schema.properties ?? {}).filter(([name]) => !hidden.has(name) || value[name] !== undefined);
+  const field = ([name, p]: [string, JsonSchema]) => (
+    <Field
+      key={name}
+      name={name}
+      schema={p}
+      value={value[name]}
+      required={required.has(name)}
+      path={`${props.path}.${name}`}
+      ctx={ctx}
+      siblings={value}
+      parent={schema}
+      onChange={(v) => {
+        const next: Obj = { ...value };
+        if (v === undefined) delete next[name];
+        else next[name] = v;
+        if (JSON.stringify(v) !== JSON.stringify(value[name])) for (const [dep] of dependents(name)) next[dep] = {};
+        props.onChange(next);
+      }}
+    />
+  );
+  const main = shown.filter(([name]) => !folded.has(name) || required.has(name));
+  const more = shown.filter(([name]) => folded.has(name) && !required.has(name));
+  const hasProblem = (name: string) => [...ctx.problems.keys()].some((k) => k === `${props.path}.${name}` || k.startsWith(`${props.path}.${name}.`) || k.startsWith(`${props.path}.${name}[`));
+  const moreOpen = more.some(([name]) => value[name] !== undefined || hasProblem(name));
   return (
     <>
-      {Object.entries(schema.properties ?? {}).map(([name, p]) => (
-        <Field
-          key={name}
-          name={name}
-          schema={p}
-          value={value[name]}
-          required={required.has(name)}
-          path={`${props.path}.${name}`}
-          ctx={props.ctx}
-          siblings={value}
-          parent={schema}
-          onChange={(v) => {
-            const next: Obj = { ...value };
-            if (v === undefined) delete next[name];
-            else next[name] = v;
-            if (JSON.stringify(v) !== JSON.stringify(value[name])) for (const [dep] of dependents(name)) next[dep] = {};
-            props.onChange(next);
-          }}
-        />
-      ))}
+      <div class="fields">{main.map(field)}</div>
+      {more.length > 0 && (
+        <details class="more" open={moreOpen}>
+          <summary>More settings: {more.map(([name, p]) => inSentence(labelOf(name, p))).join(', ')}</summary>
+          <div class="fields">{more.map(field)}</div>
+        </details>
+      )}
       {unknown.length > 0 && (
         <p class="hint">
           Also set in the file (not part of this form): {unknown.map((k) => <code key={k}>{k}</code>)}. Edit them in the YAML tab.

@@ -1,6 +1,9 @@
-// Protocol mapping: connections, endpoints, mappings, servers, node sets and bridges with their live
-// states (polled every 2 s while the tab is visible, so changes appear without a reload),
-// connect/disconnect and enable/disable with the result shown, and the JSON Schema of each kind.
+// Protocol mapping for the people who run the plant: connections with what they read (reads,
+// failures, the last reading: the /metrics figures), endpoints with their addresses in the
+// device's words and their last write, mappings, servers, node sets, bridges (queue, forwarded)
+// and Sparkplug nodes with their live states (polled every 2 s while the tab is visible, so
+// changes appear without a reload), connect/disconnect and enable/disable with the result shown.
+// The JSON Schemas are for developers: GET /api/resource-types and the API reference.
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
@@ -8,6 +11,7 @@ import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button } from '../components/forms.js';
 import { Table } from '../components/table.js';
 import { StateBadge } from '../components/widgets.js';
+import { addressText, ago, count, peerText, writeText, type WriteOutcome } from '../components/resource-text.js';
 import { useAction, useAsync, usePoll } from '../hooks.js';
 import { Link } from '../router.js';
 import { can } from '../session.js';
@@ -29,10 +33,12 @@ function compact(value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
-function connectionTarget(r: MappingResource): string {
-  const c = (r.connection ?? {}) as Record<string, unknown>;
-  if (c.host !== undefined) return `${String(c.host)}:${String(c.port ?? '')}`;
-  return compact(c.url ?? c.baseUrl ?? c.endpointUrl ?? '');
+interface Figures {
+  reads: number;
+  writes: number;
+  failures: number;
+  published: number;
+  lastReadAt?: string;
 }
 
 const kinds: Kind[] = [
@@ -42,7 +48,22 @@ const kinds: Kind[] = [
     operations: ['connect', 'disconnect'],
     columns: [
       { title: 'Protocol', cell: (r) => compact((r.connection as { protocol?: string } | undefined)?.protocol) },
-      { title: 'Peer', cell: (r) => <code data-volatile>{connectionTarget(r)}</code> },
+      { title: 'Peer', cell: (r) => <code data-volatile>{peerText(r.connection)}</code> },
+      {
+        title: 'Reads',
+        cell: (r) => {
+          const f = r.figures as Figures | undefined;
+          if (!f) return '—';
+          return (
+            <span class="figures" data-volatile>
+              {count(f.reads, 'read')}
+              {f.writes > 0 && `, ${count(f.writes, 'write')}`}
+              {f.failures > 0 ? <strong class="failed">, {count(f.failures, 'failure')}</strong> : ', no failure'}
+            </span>
+          );
+        },
+      },
+      { title: 'Last reading', cell: (r) => <span data-volatile>{ago((r.figures as Figures | undefined)?.lastReadAt)}</span> },
     ],
   },
   {
@@ -51,8 +72,23 @@ const kinds: Kind[] = [
     operations: ['enable', 'disable'],
     columns: [
       { title: 'Connection', cell: (r) => compact(r.connectionId) },
-      { title: 'Operation', cell: (r) => compact(r.operation) },
-      { title: 'Address', cell: (r) => <code>{compact(r.address)}</code> },
+      { title: 'Address', cell: (r) => addressText(r.address) },
+      {
+        title: 'Operation',
+        cell: (r) => {
+          const last = r.lastWrite as WriteOutcome | undefined;
+          return (
+            <>
+              {compact(r.operation)}
+              {last && (
+                <span class={`hint block ${last.ok ? '' : 'failed'}`} data-volatile>
+                  {writeText(last)}
+                </span>
+              )}
+            </>
+          );
+        },
+      },
     ],
   },
   {
@@ -114,6 +150,13 @@ const kinds: Kind[] = [
               {dropped ? `, ${dropped} dropped` : ''}
             </span>
           );
+        },
+      },
+      {
+        title: 'Forwarded',
+        cell: (r) => {
+          const c = (r.counters ?? {}) as { forwarded?: number; received?: number };
+          return <span data-volatile>{count(c.forwarded ?? 0, 'message')} up, {count(c.received ?? 0, 'message')} in</span>;
         },
       },
     ],
@@ -193,27 +236,6 @@ function ResourceSection(props: { kind: Kind; list: MappingResource[] | undefine
   );
 }
 
-const schemaKinds = ['connections', 'endpoints', 'mappings', 'servers', 'bridges'] as const;
-
-function Schema(props: { kind: (typeof schemaKinds)[number] }) {
-  const [open, setOpen] = useState(false);
-  return (
-    <details onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
-      <summary>
-        {props.kind[0]!.toUpperCase() + props.kind.slice(1, -1)} definition (GET /api/{props.kind}/schema)
-      </summary>
-      {open && <SchemaBody kind={props.kind} />}
-    </details>
-  );
-}
-
-function SchemaBody(props: { kind: string }) {
-  const schema = useAsync(() => api<unknown>('GET', `/api/${props.kind}/schema`), [props.kind]);
-  if (schema.error) return <ErrorMessage error={schema.error} />;
-  if (!schema.data) return <Loading what="the schema" />;
-  return <pre aria-label={`JSON Schema of ${props.kind}`}>{JSON.stringify(schema.data, null, 2)}</pre>;
-}
-
 export function MappingPage() {
   const visible = kinds.filter((k) => can('read', `/api/${k.key}`));
   const lists = useAsync(async () => {
@@ -232,6 +254,11 @@ export function MappingPage() {
   const sparkplug = useAsync(async () => (can('read', '/api/sparkplug') ? api<SparkplugNodeView[]>('GET', '/api/sparkplug') : undefined), []);
   usePoll(sparkplug.reload, POLL_MS);
   usePoll(lists.reload, POLL_MS);
+  // Kinds the gateway runs none of are one line, not an empty table each.
+  const isUnused = (k: Kind) => lists.data?.[k.key]?.list?.length === 0;
+  const shown = visible.filter((k) => !isUnused(k));
+  const sparkplugUnused = sparkplug.data?.length === 0;
+  const unused = [...visible.filter(isUnused).map((k) => k.title.toLowerCase()), ...(sparkplugUnused ? ['Sparkplug edge nodes'] : [])];
   return (
     <section class="page">
       <h1>Protocol mapping</h1>
@@ -239,19 +266,11 @@ export function MappingPage() {
         States refresh every {POLL_MS / 1000} s. Resources come from the services: create and edit them on the <Link href="/services">services page</Link>; a rule can be tried in the <Link href="/rules">rule sandbox</Link>.
       </p>
       <ErrorMessage error={lists.error} />
-      {visible.map((k) => (
+      {shown.map((k) => (
         <ResourceSection key={k.key} kind={k} list={lists.data?.[k.key]?.list} error={lists.data?.[k.key]?.error ?? null} reload={lists.reload} />
       ))}
-      {can('read', '/api/sparkplug') && <SparkplugSection list={sparkplug.data} error={sparkplug.error} reload={sparkplug.reload} />}
-      <section class="panel" aria-labelledby="schemas-title">
-        <h2 id="schemas-title">Schemas</h2>
-        <p class="hint">The JSON Schema each kind of resource's properties must follow in a service file.</p>
-        {schemaKinds
-          .filter((k) => can('read', `/api/${k}/schema`))
-          .map((k) => (
-            <Schema key={k} kind={k} />
-          ))}
-      </section>
+      {can('read', '/api/sparkplug') && !sparkplugUnused && <SparkplugSection list={sparkplug.data} error={sparkplug.error} reload={sparkplug.reload} />}
+      {unused.length > 0 && <p class="hint">Not used on this gateway: {unused.join(', ')}.</p>}
     </section>
   );
 }

@@ -1,22 +1,24 @@
-// One service in the browser (a chunk of its own, with the YAML parser and mqtt.js): a form per
-// resource built from the JSON Schema of its type (GET /api/resource-types), a YAML tab for the
-// whole file, "Check" (the dry run: every problem marked at its field), "Apply" (what restarted),
-// deletion, and the live values of its endpoints (live-values.tsx).
+// One service in the browser (a chunk of its own, with the YAML parser and mqtt.js): first what it
+// runs now (service-now.tsx: every resource's state, live values and writes), then its
+// configuration — a folding panel per resource with the form its type's JSON Schema gives (GET
+// /api/resource-types; service-resources.tsx), a YAML tab for the whole file, "Check" (the dry
+// run: every problem marked at its field) and "Apply" (what restarted) — and last, apart from
+// Apply, the deletion of the service.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.js';
 import { ConfirmButton } from '../components/dialog.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
-import { Button, SelectField, TextArea, TextField } from '../components/forms.js';
-import { ObjectFields, fieldId, skeleton, type FormContext } from '../components/schema-form.js';
+import { Button, TextArea } from '../components/forms.js';
+import { fieldId, skeleton } from '../components/schema-form.js';
 import { useAction, useAsync } from '../hooks.js';
 import { Link, location, navigate } from '../router.js';
 import { can } from '../session.js';
-import type { JsonSchema, ResourceChanges, ResourceType, ServiceProblem, ServiceSummary } from '../types.js';
-import { LiveValues } from './live-values.js';
+import type { ResourceChanges, ResourceType, ServiceProblem, ServiceSummary } from '../types.js';
 import { serviceFormHints } from './service-form-hints.js';
+import { ServiceNow } from './service-now.js';
+import { AddResource, ResourcePanel } from './service-resources.js';
 import { YamlError, documentToYaml, yamlToDocument, type ServiceDocument } from './service-yaml.js';
 
-const RESOURCE_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
 const YAML = 'application/yaml';
 
 interface Loaded {
@@ -94,59 +96,8 @@ function ProblemSummary(props: { problems: ServiceProblem[] }) {
   );
 }
 
-function AddResource(props: { types: ResourceType[]; existing: string[]; onAdd: (name: string, type: ResourceType) => void }) {
-  const [type, setType] = useState(props.types[0]?.type ?? '');
-  const [name, setName] = useState('');
-  const [touched, setTouched] = useState(false);
-  const invalid = !RESOURCE_NAME.test(name) ? 'A letter, then letters, digits, _ or -.' : props.existing.includes(name) ? 'This service has a resource of that name.' : undefined;
-  return (
-    <form
-      class="inline add-resource"
-      aria-label="Add a resource"
-      onSubmit={(e) => {
-        e.preventDefault();
-        setTouched(true);
-        const t = props.types.find((x) => x.type === type);
-        if (invalid || !t) return;
-        props.onAdd(name, t);
-        setName('');
-        setTouched(false);
-      }}
-    >
-      <SelectField label="Type of the new resource" value={type} onValue={setType} options={props.types.map((t) => t.type)} />
-      <TextField label="Name of the new resource" value={name} onValue={setName} maxLength={128} invalid={touched ? invalid : undefined} />
-      <Button type="submit">Add resource</Button>
-    </form>
-  );
-}
-
-function ResourcePanel(props: { name: string; type: string; schema: JsonSchema | undefined; properties: Record<string, unknown>; ctx: Omit<FormContext, 'root'>; onChange: (p: Record<string, unknown>) => void; onRemove: () => void }) {
-  const base = `resources.${props.name}`;
-  const own = ['', '.type', '.properties'].flatMap((s) => props.ctx.problems.get(`${base}${s}`) ?? []);
-  const titleId = `${fieldId(base)}-title`;
-  return (
-    <section class="panel resource" id={fieldId(base)} aria-labelledby={titleId} data-resource-name={props.name}>
-      <div class="row">
-        <h3 class="grow" id={titleId}>
-          {props.name} <span class="badge off">{props.type}</span>
-        </h3>
-        <Button class="small" variant="plain" onClick={props.onRemove} aria-label={`Remove resource ${props.name}`}>
-          Remove resource
-        </Button>
-      </div>
-      {own.map((m, i) => (
-        <p class="invalid" key={i}>
-          {m}
-        </p>
-      ))}
-      {props.schema ? (
-        <ObjectFields schema={props.schema} value={props.properties} path={`${base}.properties`} ctx={{ ...props.ctx, root: props.schema }} onChange={props.onChange} />
-      ) : (
-        <p class="hint">The gateway knows no resource type {props.type}: edit it in the YAML tab.</p>
-      )}
-    </section>
-  );
-}
+/** The resources of a service document, in file order: what its page shows running. */
+const resourcesOf = (d: ServiceDocument) => Object.entries(d.resources ?? {}).map(([name, r]) => ({ name, type: r.type }));
 
 async function load(id: string, isNew: boolean): Promise<Loaded> {
   const types = await api<ResourceType[]>('GET', '/api/resource-types');
@@ -193,6 +144,8 @@ function Editor(props: { id: string; loaded: Loaded }) {
   const [problems, setProblems] = useState<ServiceProblem[]>([]);
   const [summary, setSummary] = useState<ServiceSummary | undefined>(loaded.summary);
   const [version, setVersion] = useState(0);
+  // The resources the running service has: the file as loaded, then as last applied.
+  const [applied, setApplied] = useState(() => resourcesOf(loaded.doc));
   const action = useAction();
   const mayWrite = can('write', `/api/services/${id}`);
   const exists = summary !== undefined;
@@ -200,6 +153,20 @@ function Editor(props: { id: string; loaded: Loaded }) {
   const schemas = useMemo(() => new Map(loaded.types.map((t) => [t.type, t.schema])), [loaded.types]);
   const problemsByPath = useMemo(() => problemMap(problems), [problems]);
   const resources = Object.entries(doc.resources ?? {});
+  // Panels folded for an existing service (it fits a screen), open for a new one; a resource
+  // added here or with a problem opens.
+  const [open, setOpen] = useState<Set<string>>(() => new Set(loaded.summary ? [] : resources.map(([n]) => n)));
+  const toggle = (name: string, on: boolean) =>
+    setOpen((o) => {
+      const next = new Set(o);
+      if (on) next.add(name);
+      else next.delete(name);
+      return next;
+    });
+  useEffect(() => {
+    const withProblems = problems.map((p) => /^resources\.([^.[]+)/.exec(targetOf(p))?.[1]).filter((n): n is string => !!n);
+    if (withProblems.length) setOpen((o) => new Set([...o, ...withProblems]));
+  }, [problems]);
   const ctx = { problems: problemsByPath, resources: resources.map(([name, r]) => ({ name, type: r.type, properties: r.properties ?? {} })), hints: serviceFormHints };
   useEffect(() => {
     document.title = `Service ${id} · gatewayd`;
@@ -243,6 +210,11 @@ function Editor(props: { id: string; loaded: Loaded }) {
         setProblems([]);
         setSummary(result.service);
         setVersion((v) => v + 1);
+        try {
+          setApplied(resourcesOf(tab === 'yaml' || edited === 'yaml' ? yamlToDocument(text) : doc));
+        } catch {
+          // applied from YAML the form cannot read: the list stays as it was
+        }
         if (location.value.query.get('new')) navigate(`/services/${encodeURIComponent(id)}`, { replace: true });
         return `Applied: ${describeChanges(result.changes, false)}.`;
       } catch (err) {
@@ -269,87 +241,120 @@ function Editor(props: { id: string; loaded: Loaded }) {
         <p>
           <span class={`badge ${summary.state === 'applied' ? 'good' : 'bad'}`}>{summary.state}</span> file <code>{summary.file}</code>
           {summary.running ? ' · running' : ''}
+          {doc.description ? ` · ${doc.description}` : ''}
         </p>
       )}
       {loaded.unreadable && <ErrorMessage error={new Error(`The file is not valid YAML (${loaded.unreadable}); correct it in the YAML tab.`)} />}
-      <div
-        class="tabs"
-        role="tablist"
-        aria-label="Edit as"
-        onKeyDown={(e) => {
-          if (e.key === 'ArrowRight' || e.key === 'ArrowLeft') {
-            const next = tab === 'form' ? 'yaml' : 'form';
-            switchTo(next);
-            document.getElementById(`tab-${next}`)?.focus();
-          }
-        }}
-      >
-        {tabButton('form', 'Resources')}
-        {tabButton('yaml', 'YAML')}
-      </div>
-      <ProblemSummary problems={problems} />
+      {exists && <ServiceNow serviceId={id} version={version} resources={applied} />}
 
-      {tab === 'form' ? (
-        // Keyed: Preact must not reuse one panel's controls for the other (a maxLength removed from a reused textarea becomes 0).
-        <div key="form" role="tabpanel" id="panel-form" aria-labelledby="tab-form">
-          <TextArea label="Description" value={doc.description ?? ''} rows={2} maxLength={4096} onValue={(v) => editDoc({ ...doc, description: v || undefined })} />
-          {doc.parameters && Object.keys(doc.parameters).length > 0 && (
-            <p class="hint">
-              Parameters (edit them in the YAML tab; a field takes one as <code>!ref name</code>):{' '}
-              {Object.entries(doc.parameters).map(([k, p]) => (
-                <code key={k}>
-                  {k} = {JSON.stringify(p.default)}{' '}
-                </code>
-              ))}
-            </p>
+      <section class="panel configuration" aria-labelledby="config-title">
+        <h2 id="config-title">Configuration</h2>
+        <div
+          class="tabs"
+          role="tablist"
+          aria-label="Edit as"
+          onKeyDown={(e) => {
+            if (e.key === 'ArrowRight' || e.key === 'ArrowLeft') {
+              const next = tab === 'form' ? 'yaml' : 'form';
+              switchTo(next);
+              document.getElementById(`tab-${next}`)?.focus();
+            }
+          }}
+        >
+          {tabButton('form', 'Resources')}
+          {tabButton('yaml', 'YAML')}
+        </div>
+        <div class="actions editor-actions">
+          {can('write', `/api/services/${id}/validate`) && (
+            <Button busy={action.busy} onClick={() => void check()}>
+              Check
+            </Button>
           )}
-          {resources.length === 0 && <p class="hint">No resource yet: add a connection first, then its endpoints.</p>}
-          {resources.map(([name, r]) => (
-            <ResourcePanel
-              key={name}
-              name={name}
-              type={r.type}
-              schema={schemas.get(r.type)}
-              properties={r.properties ?? {}}
-              ctx={ctx}
-              onChange={(p) => editDoc({ ...doc, resources: { ...doc.resources, [name]: { ...r, properties: p } } })}
-              onRemove={() => {
-                const next = { ...doc.resources };
-                delete next[name];
-                editDoc({ ...doc, resources: next });
-              }}
-            />
-          ))}
-          {mayWrite && <AddResource types={loaded.types} existing={resources.map(([n]) => n)} onAdd={(name, t) => editDoc({ ...doc, resources: { ...doc.resources, [name]: { type: t.type, properties: skeleton(t.schema) } } })} />}
+          {mayWrite && (
+            <Button variant="primary" busy={action.busy} onClick={() => void apply()}>
+              Apply
+            </Button>
+          )}
+          {mayWrite && <span class="hint">{tab === 'form' ? 'Applying from this tab writes the file anew from the form (without comments).' : 'Applying from this tab keeps the file as written, comments included.'}</span>}
         </div>
-      ) : (
-        <div key="yaml" role="tabpanel" id="panel-yaml" aria-labelledby="tab-yaml">
-          <TextArea
-            label="Service file (YAML)"
-            class="yaml"
-            rows={24}
-            value={text}
-            onValue={(v) => {
-              setText(v);
-              setEdited('yaml');
-            }}
-            hint="The whole file as it is stored: comments are kept when you apply from here."
-          />
-        </div>
-      )}
+        {action.done && <Notice kind="success">{action.done}</Notice>}
+        {action.error && !(action.error instanceof ApiError && action.error.errors?.length && problems.length) ? <ErrorMessage error={action.error} /> : null}
+        <ProblemSummary problems={problems} />
 
-      <div class="actions editor-actions">
-        {can('write', `/api/services/${id}/validate`) && (
-          <Button busy={action.busy} onClick={() => void check()}>
-            Check
-          </Button>
+        {tab === 'form' ? (
+          // Keyed: Preact must not reuse one panel's controls for the other (a maxLength removed from a reused textarea becomes 0).
+          <div key="form" role="tabpanel" id="panel-form" aria-labelledby="tab-form">
+            <details class="more" open={!exists}>
+              <summary>Description of the service</summary>
+              <TextArea label="Description" value={doc.description ?? ''} rows={1} maxLength={4096} onValue={(v) => editDoc({ ...doc, description: v || undefined })} />
+            </details>
+            {doc.parameters && Object.keys(doc.parameters).length > 0 && (
+              <p class="hint">
+                Parameters (edit them in the YAML tab; a field takes one as <code>!ref name</code>):{' '}
+                {Object.entries(doc.parameters).map(([k, p]) => (
+                  <code key={k}>
+                    {k} = {JSON.stringify(p.default)}{' '}
+                  </code>
+                ))}
+              </p>
+            )}
+            {resources.length === 0 && <p class="hint">No resource yet: add a connection first, then its endpoints.</p>}
+            {resources.map(([name, r]) => (
+              <ResourcePanel
+                key={name}
+                name={name}
+                type={r.type}
+                schema={schemas.get(r.type)}
+                properties={r.properties ?? {}}
+                ctx={ctx}
+                open={open.has(name)}
+                onToggle={(on) => toggle(name, on)}
+                onChange={(p) => editDoc({ ...doc, resources: { ...doc.resources, [name]: { ...r, properties: p } } })}
+                {...(mayWrite
+                  ? {
+                      onRemove: () => {
+                        const next = { ...doc.resources };
+                        delete next[name];
+                        editDoc({ ...doc, resources: next });
+                      },
+                    }
+                  : {})}
+              />
+            ))}
+            {mayWrite && (
+              <AddResource
+                types={loaded.types}
+                existing={resources.map(([n]) => n)}
+                onAdd={(name, t) => {
+                  toggle(name, true);
+                  editDoc({ ...doc, resources: { ...doc.resources, [name]: { type: t.type, properties: skeleton(t.schema) } } });
+                }}
+              />
+            )}
+          </div>
+        ) : (
+          <div key="yaml" role="tabpanel" id="panel-yaml" aria-labelledby="tab-yaml">
+            <TextArea
+              label="Service file (YAML)"
+              class="yaml"
+              rows={24}
+              value={text}
+              onValue={(v) => {
+                setText(v);
+                setEdited('yaml');
+              }}
+              hint="The whole file as it is stored: comments are kept when you apply from here."
+            />
+          </div>
         )}
-        {mayWrite && (
-          <Button variant="primary" busy={action.busy} onClick={() => void apply()}>
-            Apply
-          </Button>
-        )}
-        {mayWrite && exists && (
+      </section>
+
+      {mayWrite && exists && (
+        <section class="panel danger-zone" aria-labelledby="delete-title">
+          <h2 id="delete-title">Delete this service</h2>
+          <p class="hint">
+            Its file <code>{summary?.file}</code> is deleted and every resource it runs stops (asked first).
+          </p>
           <ConfirmButton
             label="Delete service"
             title={`Delete service ${id}`}
@@ -360,12 +365,8 @@ function Editor(props: { id: string; loaded: Loaded }) {
               navigate('/services');
             }}
           />
-        )}
-      </div>
-      {tab === 'form' && mayWrite && <p class="hint">Applying from this tab writes the file anew from the form (without comments).</p>}
-      {action.done && <Notice kind="success">{action.done}</Notice>}
-      {action.error && !(action.error instanceof ApiError && action.error.errors?.length && problems.length) ? <ErrorMessage error={action.error} /> : null}
-      {exists && <LiveValues serviceId={id} version={version} />}
+        </section>
+      )}
     </section>
   );
 }
