@@ -1,10 +1,13 @@
 // The audit page in a real browser: one's own sign-in and another user's refused grant found
-// with the filters, pages of the trail, and both exports (JSON lines and CSV) downloaded and
-// read back. axe at desktop and tablet width.
+// with the filters, a write to a Modbus device over MQTT found by category and endpoint and read
+// as a sentence, pages of the trail, and both exports (JSON lines and CSV) downloaded and read
+// back. axe at desktop and tablet width.
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import type { TestGateway } from '../support/harness.js';
+import { startModbusServer, until, type ModbusTestServer } from '../mapping-support.js';
+import { ADMIN_PASSWORD, type TestGateway } from '../support/harness.js';
+import { connect, endAllClients } from '../support/mqtt-test-kit.js';
 import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
 describe('web UI: audit trail', function () {
@@ -20,10 +23,18 @@ describe('web UI: audit trail', function () {
     expect(refused.status).to.equal(403);
   });
 
-  async function filter(page: Page, values: { user?: string; action?: string; outcome?: string }): Promise<void> {
+  let plc: ModbusTestServer;
+  after(async () => {
+    await endAllClients();
+    await plc?.stop();
+  });
+
+  async function filter(page: Page, values: { user?: string; category?: string; action?: string; outcome?: string; endpoint?: string }): Promise<void> {
     await page.getByLabel('User').fill(values.user ?? '');
+    await page.getByLabel('Category').selectOption(values.category ?? '');
     await page.getByLabel('Action').selectOption(values.action ?? '');
     await page.getByLabel('Outcome').selectOption(values.outcome ?? '');
+    await page.getByLabel('Endpoint').fill(values.endpoint ?? '');
     await page.getByRole('button', { name: 'Apply filters' }).click();
   }
 
@@ -60,6 +71,30 @@ describe('web UI: audit trail', function () {
     expect(csv[0]).to.equal('time,action,outcome,actor,user,source,details');
     expect(csv.some((l) => l.includes('"grant refused","failure","line-lead"'))).to.equal(true);
     await page.getByText(/events? exported as gatewayd-audit-.*\.csv/).waitFor();
+  });
+
+  it('finds a write to a field device by category and endpoint, in words', async () => {
+    const { page } = b;
+    plc = await startModbusServer();
+    const admin = await gw.login();
+    const yaml = `resources:\n  plc: {type: Connection, properties: {protocol: Modbus, configuration: {host: 127.0.0.1, port: ${plc.port}}}}\n  valve: {type: Endpoint, properties: {connection: !ref plc, operation: write, address: {table: holding, address: 7}}}\n`;
+    expect((await gw.api('PUT', '/api/services/line', { token: admin, raw: yaml, headers: { 'content-type': 'application/yaml' } })).status).to.equal(201);
+    await gw.mapping.runtime()!.waitFor(() => gw.mapping.runtime()!.getEndpoint('line.valve').currentState === 'enabled');
+    const hmi = await connect(gw.ports.mqtt, { clientId: 'hmi-3', username: 'admin', password: ADMIN_PASSWORD });
+    await hmi.publishAsync('services/line/valve/set', '4321', { qos: 1 });
+    await until(() => (plc.holding[7] === 4321 ? true : undefined));
+
+    await signIn(page, gw.baseUrl, { path: '/audit' });
+    await filter(page, { category: 'control', endpoint: 'line.valve' });
+    const row = page.locator('tbody tr').filter({ has: page.locator('th', { hasText: 'endpoint written' }) });
+    await row.getByText('wrote 4321 to line.valve by admin (client hmi-3)').waitFor();
+    expect(await page.locator('tbody tr').count()).to.equal(1);
+    await expectAccessible(page, 'the audit page with a control action');
+    // The filter row: every label on one line, every input on the next.
+    const tops = (await page.evaluate(`[...document.querySelectorAll('form.filters input, form.filters select')].map((el) => Math.round(el.getBoundingClientRect().top))`)) as number[];
+    const labels = (await page.evaluate(`[...document.querySelectorAll('form.filters label')].map((el) => Math.round(el.getBoundingClientRect().top))`)) as number[];
+    expect(new Set(tops.slice(0, 4)).size, `inputs at ${tops.join(', ')}`).to.equal(1);
+    expect(new Set(labels.slice(0, 4)).size, `labels at ${labels.join(', ')}`).to.equal(1);
   });
 
   it('pages through the trail newest first', async () => {

@@ -35,6 +35,11 @@ describe('web UI: MQTT clients', function () {
       await dialog.getByRole('button', { name: 'Close' }).click();
       await page.locator('tr[data-topic="line/3/press/7/state"]').waitFor();
       await expectAccessible(page, 'the clients page');
+      // The search row lines up: both inputs and the Find button on one line, whatever hints follow.
+      const search = page.getByRole('search', { name: 'Find connected clients' });
+      const top = (l: ReturnType<typeof search.getByRole>) => l.evaluate((el) => Math.round(el.getBoundingClientRect().top));
+      const inputs = [await top(search.getByRole('textbox', { name: 'Client id starts with' })), await top(search.getByRole('textbox', { name: 'User' })), await top(search.getByRole('button', { name: 'Find' }))];
+      expect(new Set(inputs).size, `tops ${inputs.join(', ')}`).to.equal(1);
       await screenshot(page, 'clients');
 
       await row.getByRole('button', { name: 'Disconnect line-3-display' }).click();

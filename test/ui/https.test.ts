@@ -36,7 +36,7 @@ describe('web UI: HTTPS', function () {
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await navigateTo(page, 'Topics');
     await page.getByText(`Connected to wss://127.0.0.1:${gw.ports.https}/mqtt`).waitFor();
-    await page.getByRole('button', { name: 'Subscribe' }).click();
+    await page.getByRole('button', { name: 'Subscribe', exact: true }).click();
     await page.getByText('subscribed', { exact: true }).waitFor();
 
     const device = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });

@@ -23,14 +23,19 @@ describe('web UI: topic explorer', function () {
     expect(requests.filter((u) => /\/assets\/topics-/.test(u)), 'explorer chunk on the first page').to.deep.equal([]);
     expect(requests.filter((u) => u.startsWith('ws'))).to.deep.equal([]);
 
+    // What is retained shows as the page opens, without a click: it subscribes to what the user may read.
+    const pub = await publisher();
+    await pub.publishAsync('factory/press-3/mode', 'auto', { qos: 1, retain: true });
     await navigateTo(page, 'Topics');
     await page.getByText('Connected to ws://127.0.0.1').waitFor();
     expect(requests.filter((u) => /\/assets\/topics-[\w]+\.js$/.test(u))).to.have.lengthOf(1);
     expect(requests).to.include(`ws://127.0.0.1:${gw.ports.http}/mqtt`);
-
-    await page.getByRole('button', { name: 'Subscribe' }).click();
     await page.getByText('subscribed', { exact: true }).waitFor();
-    const pub = await publisher();
+    const mode = page.locator('[data-topic="factory/press-3/mode"]');
+    await mode.getByText('auto', { exact: true }).waitFor();
+    await mode.getByText('retained', { exact: true }).waitFor();
+
+    await page.getByRole('button', { name: 'Subscribe', exact: true }).click();
     for (const v of ['21.4', '21.5']) await pub.publishAsync('factory/press-7/temperature', v, { qos: 1 });
     await pub.publishAsync('factory/press-7/state', JSON.stringify({ running: true }), { qos: 1, retain: true });
     const temperature = page.locator('[data-topic="factory/press-7/temperature"]');
@@ -63,12 +68,12 @@ describe('web UI: topic explorer', function () {
     );
     await signIn(page, gw.baseUrl, { username: user.username, password: GOOD_PASSWORD, path: '/topics' });
     await page.getByText('Connected to ws://127.0.0.1').waitFor();
-    await page.getByRole('button', { name: 'Subscribe' }).click();
+    // Subscribed at once to what it may read: factory/#, not everything.
+    expect(await page.locator('ul.subs code').allTextContents()).to.deep.equal(['factory/#']);
+    await page.getByText('subscribed', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Subscribe', exact: true }).click();
     await page.getByText('refused by the broker: no read permission').waitFor();
     await page.getByRole('button', { name: 'Unsubscribe #' }).click();
-    await page.getByLabel('Topic filter').fill('factory/#');
-    await page.getByRole('button', { name: 'Subscribe' }).click();
-    await page.getByText('subscribed', { exact: true }).waitFor();
 
     const pub = await publisher();
     await pub.publishAsync('secret/recipe', 'hidden', { qos: 1 });

@@ -154,6 +154,7 @@ export interface AuditEvent {
   id: string;
   time: string;
   action: string;
+  category: string;
   outcome: 'success' | 'failure';
   actor?: { userId: string; username: string };
   user?: string;

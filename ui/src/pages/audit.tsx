@@ -1,6 +1,7 @@
-// The audit trail (GET /api/audit): filters by time range, user, action and outcome, pages
-// newest first with the API's cursor, and exports what the filters select as JSON lines or CSV
-// (page by page from the API; the browser never asks for more than a page at a time).
+// The audit trail (GET /api/audit): filters by time range, user, category, action, outcome and
+// endpoint, pages newest first with the API's cursor, and exports what the filters select as
+// JSON lines or CSV (page by page from the API; the browser never asks for more than a page at a
+// time). A control action (a write to a field device) reads as a sentence: who wrote what where.
 import { useState } from 'preact/hooks';
 import { api, saveBlob } from '../api.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
@@ -21,10 +22,24 @@ interface Filters {
   from: string;
   to: string;
   user: string;
+  category: string;
   action: string;
   outcome: '' | 'success' | 'failure';
+  endpoint: string;
 }
-const noFilters: Filters = { from: '', to: '', user: '', action: '', outcome: '' };
+const noFilters: Filters = { from: '', to: '', user: '', category: '', action: '', outcome: '', endpoint: '' };
+
+/** GET /api/audit's categories, in words. */
+const categories = [
+  { value: '', label: 'Any category' },
+  { value: 'control', label: 'Control actions (writes to devices)' },
+  { value: 'sign-in', label: 'Sign-ins' },
+  { value: 'accounts', label: 'Users, roles and rights' },
+  { value: 'mqtt', label: 'MQTT sessions and bridges' },
+  { value: 'services', label: 'Services' },
+  { value: 'maintenance', label: 'Maintenance' },
+  { value: 'other', label: 'Other' },
+];
 
 /** The API's query for the filters (datetime-local fields are local times). */
 function queryOf(f: Filters): Record<string, string> {
@@ -32,9 +47,21 @@ function queryOf(f: Filters): Record<string, string> {
   if (f.from) q.from = new Date(f.from).toISOString();
   if (f.to) q.to = new Date(`${f.to}:59.999`).toISOString();
   if (f.user.trim()) q.user = f.user.trim();
+  if (f.category) q.category = f.category;
   if (f.action) q.action = f.action;
   if (f.outcome) q.outcome = f.outcome;
+  if (f.endpoint.trim()) q.endpoint = f.endpoint.trim();
   return q;
+}
+
+/** A write to a field device in words: "wrote 4321 to line.valve by operator via mapping line.copy (client hmi-1)". */
+function controlText(e: AuditEvent): string {
+  const d = e.details;
+  const value = d.value === undefined ? '' : ` ${typeof d.value === 'string' ? d.value : JSON.stringify(d.value)}`;
+  const by = e.actor?.username ?? (typeof d.by === 'string' ? d.by : undefined);
+  const who = [by ? `by ${by}` : '', typeof d.via === 'string' ? `via ${d.via}` : '', typeof d.clientId === 'string' ? `(client ${d.clientId})` : ''].filter(Boolean).join(' ');
+  const what = e.outcome === 'success' ? `wrote${value} to ${String(d.endpoint)}` : `did not write${value} to ${String(d.endpoint)}: ${String(d.error ?? 'refused')}`;
+  return who ? `${what} ${who}` : what;
 }
 
 function detailText(details: Record<string, unknown>): string {
@@ -90,8 +117,10 @@ function FilterForm(props: { applied: Filters; onApply: (f: Filters) => void }) 
       <TextField label="From" type="datetime-local" value={f.from} onValue={set('from')} />
       <TextField label="To" type="datetime-local" value={f.to} onValue={set('to')} />
       <TextField label="User" value={f.user} onValue={set('user')} maxLength={256} hint="Who acted or whom it was about (exact name)." />
+      <SelectField label="Category" value={f.category} onValue={set('category')} options={categories} />
       <SelectField label="Action" value={f.action} onValue={set('action')} options={[{ value: '', label: 'Any action' }, ...(known.includes(f.action) || !f.action ? [] : [f.action]), ...known]} />
       <SelectField label="Outcome" value={f.outcome} onValue={set('outcome')} options={[{ value: '', label: 'Any outcome' }, { value: 'success', label: 'Success' }, { value: 'failure', label: 'Failure' }]} />
+      <TextField label="Endpoint" value={f.endpoint} onValue={set('endpoint')} maxLength={256} hint="Writes to this endpoint (service.resource)." />
       <div class="actions">
         <Button type="submit" variant="primary">
           Apply filters
@@ -111,7 +140,7 @@ export function AuditPage() {
   return (
     <section class="page">
       <h1>Audit trail</h1>
-      <p class="hint">Security events of the gateway, newest first: sign-ins and failures, locks, MFA, refused grants, changes of users, roles, permissions, certificates, registrations, services, backups and restores.</p>
+      <p class="hint">Security events of the gateway, newest first: sign-ins and failures, locks, MFA, refused grants, changes of users, roles, permissions, certificates, registrations, services, backups and restores, and every write to a field device (control actions), whoever made it.</p>
       <FilterForm
         applied={filters}
         onApply={(f) => {
@@ -148,7 +177,7 @@ export function AuditPage() {
                 <td>{e.user ?? ''}</td>
                 <td>{e.source ? <code data-volatile>{e.source}</code> : ''}</td>
                 <td class="details">
-                  <span data-volatile>{detailText(e.details)}</span>
+                  <span data-volatile>{e.category === 'control' ? controlText(e) : detailText(e.details)}</span>
                 </td>
               </tr>
             ))}

@@ -1,6 +1,8 @@
 // Live MQTT view (a chunk of its own: mqtt.js weighs ~100 KB gzipped and only this page needs it).
 // It connects to the broker's WebSocket endpoint /mqtt as the signed-in user, with the session
-// token as password, so it sees and may publish exactly what the broker allows that user.
+// token as password, so it sees and may publish exactly what the broker allows that user. It
+// subscribes at once to what the user may read (its MQTT read permissions), so the retained
+// messages — the state of the plant as last published — are on the page when it opens.
 import type { MqttClient } from 'mqtt/dist/mqtt.esm';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
@@ -8,6 +10,7 @@ import { ErrorMessage, Notice } from '../components/feedback.js';
 import { Button, Checkbox, SelectField, TextArea, TextField } from '../components/forms.js';
 import { brokerUrl, connectAsSession, subscribeChecked } from '../mqtt-session.js';
 import { session } from '../session.js';
+import type { Permission } from '../types.js';
 import { TopicStore, type TopicNode } from './topic-store.js';
 
 const MAX_TOPICS = 5000;
@@ -22,6 +25,12 @@ interface Subscription {
 
 function refusedPublishResult(topic: string): { ok: false; text: string } {
   return { ok: false, text: `The broker closed the connection instead of accepting the message: you may not publish to “${topic}”. Reconnecting…` };
+}
+
+/** The filters the user may read over MQTT ('#' alone when it may read everything), at most 20. */
+function readFilters(permissions: Permission[]): string[] {
+  const filters = [...new Set(permissions.filter((p) => p.context === 'mqtt' && p.operation !== 'write').map((p) => p.resource))];
+  return filters.includes('#') ? ['#'] : filters.slice(0, 20);
 }
 
 function subscribeTo(c: MqttClient, f: string, setSubs: (update: (list: Subscription[]) => Subscription[]) => void): void {
@@ -39,8 +48,9 @@ function Tree(props: { node: TopicNode; root?: boolean }) {
             {c.stat && (
               <>
                 <span class="value">{c.stat.last}</span>
+                {c.stat.retained && <span class="badge off">retained</span>}
                 <span class="rate" data-volatile>
-                  {c.stat.count} msg · {c.stat.rate.toFixed(1)} msg/s{c.stat.retained ? ' · retained' : ''}
+                  {c.stat.count} msg · {c.stat.rate.toFixed(1)} msg/s
                 </span>
               </>
             )}
@@ -66,7 +76,7 @@ function Tree(props: { node: TopicNode; root?: boolean }) {
 export function TopicsPage() {
   const s = session.value!;
   const [status, setStatus] = useState<Status>({ kind: 'connecting', text: 'Connecting to the broker…' });
-  const [subs, setSubs] = useState<Subscription[]>([]);
+  const [subs, setSubs] = useState<Subscription[]>(() => readFilters(s.permissions).map((filter) => ({ filter, state: 'pending' })));
   const [filter, setFilter] = useState('#');
   const [pubTopic, setPubTopic] = useState('');
   const [payload, setPayload] = useState('');
@@ -207,6 +217,7 @@ export function TopicsPage() {
               Subscribe
             </Button>
           </form>
+          <p class="hint">Subscribed when the page opens to what you may read, so retained messages show at once.</p>
           {subs.length === 0 ? (
             <p class="hint">No subscription yet.</p>
           ) : (
