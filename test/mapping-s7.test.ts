@@ -262,7 +262,7 @@ describe('Siemens S7 connections against snap7', function () {
     const connection = types.find((t) => t.type === 'Connection')!.schema;
     const ep = types.find((t) => t.type === 'Endpoint')!.schema;
     expect(connection.properties.protocol.enum).to.include('S7');
-    expect(connection.definitions.S7.properties).to.deep.include({ port: { type: 'integer', minimum: 1, maximum: 65535, default: 102 } });
+    expect(connection.definitions.S7.properties).to.deep.include({ port: { title: 'Port', type: 'integer', minimum: 1, maximum: 65535, default: 102 } });
     expect(connection.definitions.S7.properties.rack.default).to.equal(0);
     expect(connection.definitions.S7.properties.slot.default).to.equal(1);
     expect(ep.definitions.S7.required).to.deep.equal(['area', 'offset', 'type']);
