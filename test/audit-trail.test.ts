@@ -190,6 +190,20 @@ describe('audit trail: bounds and cost', function () {
   });
   const silent = createSilentLogger();
 
+  /** A started trail of up to 10,000 records without a rate limit, and the databases it opened (to count their reads). */
+  async function trailWithDatabases() {
+    const dbs = new Map<string, Database>();
+    const open = store.openDatabase.bind(store);
+    sinon.stub(store, 'openDatabase').callsFake((name: string, options?: object) => {
+      const db = open(name, options);
+      dbs.set(name, db);
+      return db;
+    });
+    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
+    await trail.part.start();
+    return { trail, dbs };
+  }
+
   it('keeps at most maxEntries records, dropping the oldest', async () => {
     const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 100, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
     await trail.part.start();
@@ -236,15 +250,7 @@ describe('audit trail: bounds and cost', function () {
   });
 
   it('reads only the page: a filter on a few of 3,000 records reads a handful of keys and records', async () => {
-    const dbs = new Map<string, Database>();
-    const open = store.openDatabase.bind(store);
-    sinon.stub(store, 'openDatabase').callsFake((name: string, options?: object) => {
-      const db = open(name, options);
-      dbs.set(name, db);
-      return db;
-    });
-    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
-    await trail.part.start();
+    const { trail, dbs } = await trailWithDatabases();
     for (let i = 0; i < 3000; i++) trail.record(i % 300 === 0 ? 'grant refused' : 'login', { username: i % 300 === 0 ? 'mallory' : `device-${i}` });
     await trail.settled();
     const records = dbs.get('audit')!;
@@ -267,15 +273,7 @@ describe('audit trail: bounds and cost', function () {
   });
 
   it('checks a filter no index answers on at most MAX_SCAN entries per page, and goes on from there', async () => {
-    const dbs = new Map<string, Database>();
-    const open = store.openDatabase.bind(store);
-    sinon.stub(store, 'openDatabase').callsFake((name: string, options?: object) => {
-      const db = open(name, options);
-      dbs.set(name, db);
-      return db;
-    });
-    const trail = createAuditTrail({ store, storage: createStoragePolicy({ store, timings: STORAGE_DEFAULTS }), log: silent, limits: { maxEntries: 10_000, maxAgeMs: 86_400_000, maxPerSecond: 1e6 } });
-    await trail.part.start();
+    const { trail, dbs } = await trailWithDatabases();
     trail.record('endpoint write failed', { endpoint: 'line.valve', value: 1, error: 'Modbus exception 2' });
     for (let i = 0; i < MAX_SCAN + 1000; i++) trail.record('login', { username: `device-${i}` });
     await trail.settled();
