@@ -10,7 +10,6 @@ import { AuditPage } from './pages/audit.js';
 import { ClientsPage } from './pages/clients.js';
 import { DevicesPage } from './pages/devices.js';
 import { MaintenancePage } from './pages/maintenance.js';
-import { MappingPage } from './pages/mapping.js';
 import { OverviewPage } from './pages/overview.js';
 import { PermissionsPage } from './pages/permissions.js';
 import { RolePage, RolesPage } from './pages/roles.js';
@@ -36,6 +35,8 @@ interface Route {
 
 /** The topic explorer is a chunk of its own (mqtt.js): loaded when the page is opened. */
 const loadTopics = () => import('./pages/topics.js').then((m) => m.TopicsPage);
+/** The mapping page (its tables in words, Sparkplug's nodes): a chunk of its own, so the first page stays small. */
+const loadMapping = () => import('./pages/mapping.js').then((m) => m.MappingPage);
 /** The service editor too (the YAML parser, mqtt.js for live values). */
 const loadServiceEditor = () => import('./pages/service-editor.js').then((m) => m.ServiceEditorPage);
 
@@ -47,7 +48,7 @@ export const routes: Route[] = [
   { path: '/roles/:id', title: 'Role', page: RolePage },
   { path: '/permissions', title: 'Permissions', page: PermissionsPage, nav: { label: 'Permissions', group: 'Access', needs: '/api/permissions/page' } },
   { path: '/devices', title: 'Devices', page: DevicesPage, nav: { label: 'Devices', group: 'Access', needs: '/api/client-registry/status' } },
-  { path: '/mapping', title: 'Protocol mapping', page: MappingPage, nav: { label: 'Mapping', group: 'Protocols', needs: '/api/connections' } },
+  { path: '/mapping', title: 'Protocol mapping', load: loadMapping, nav: { label: 'Mapping', group: 'Protocols', needs: '/api/connections' } },
   { path: '/services', title: 'Services', page: ServicesPage, nav: { label: 'Services', group: 'Protocols', needs: '/api/services' } },
   { path: '/services/:id', title: 'Service', load: loadServiceEditor },
   { path: '/rules', title: 'Rule sandbox', page: RulesPage, nav: { label: 'Rules', group: 'Protocols', needs: '/api/rule-engine/transform' } },
