@@ -61,7 +61,8 @@ describe('web UI: protocol mapping and rules', function () {
     await endpoint.getByText('enabled', { exact: true }).waitFor();
     expect(await connection.getByText(`127.0.0.1:${peer!.port}`).count()).to.equal(1);
     // What the connection read (the /metrics figures), the last reading, the address in words.
-    await connection.getByText(/^\d+ reads?, no failure$/).waitFor();
+    // (A loaded machine may time a poll out: a failure counted is a figure too.)
+    await connection.getByText(/^\d+ reads?, (no failure|\d+ failures?)$/).waitFor();
     await connection.getByText(/^\d+ s ago$/).waitFor();
     expect(await endpoint.getByRole('cell', { name: 'holding 0–1', exact: true }).count()).to.equal(1);
     await page.locator('tr[data-resource="line.routes"]').getByText('enabled', { exact: true }).waitFor();
