@@ -284,9 +284,9 @@ export const sparkplugSchema: Schema = {
   required: ['groupId', 'edgeNodeId', 'runAs', 'devices'],
   properties: {
     description: { ...description, title: 'Description' },
-    groupId: sparkplugId('Sparkplug group id'),
-    edgeNodeId: sparkplugId('Edge node id'),
-    primaryHostId: sparkplugId('Births wait for spBv1.0/STATE/<primaryHostId> online'),
+    groupId: { ...sparkplugId('Sparkplug group id'), title: 'Group ID' },
+    edgeNodeId: { ...sparkplugId('Edge node id'), title: 'Edge node ID' },
+    primaryHostId: { ...sparkplugId('Births wait for spBv1.0/STATE/<primaryHostId> online'), title: 'Primary host ID' },
     via: {
       title: 'Via',
       description: '"local" (the embedded broker, default), an upstream broker {urls, ...}, or !ref <Bridge>.',
@@ -342,7 +342,7 @@ export const sparkplugSchema: Schema = {
         type: 'object',
         additionalProperties: false,
         required: ['deviceId', 'metrics'],
-        properties: { deviceId: sparkplugId('Device id'), metrics: { type: 'array', minItems: 1, maxItems: 10_000, items: sparkplugMetricSchema } },
+        properties: { deviceId: { ...sparkplugId('Device id'), title: 'Device ID' }, metrics: { title: 'Metrics', type: 'array', minItems: 1, maxItems: 10_000, items: sparkplugMetricSchema } },
       },
     },
     targetState: { ...enableTarget, title: 'Target state' },
