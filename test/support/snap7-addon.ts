@@ -23,12 +23,18 @@ const ADDON = join('build', 'Release', 'node_snap7.node');
 
 /** Can this Node load the addon? Asked of a child: a wrong ABI must not break the test process. */
 async function loads(addon: string): Promise<boolean> {
-  if (!existsSync(addon)) return false;
+  return (await loadError(addon)) === undefined;
+}
+
+/** Why this Node cannot load the addon (its first line), or undefined when it loads. */
+async function loadError(addon: string): Promise<string | undefined> {
+  if (!existsSync(addon)) return 'not built';
   try {
     await run(process.execPath, ['-e', `require(${JSON.stringify(addon)})`], { timeout: 30_000 });
-    return true;
-  } catch {
-    return false;
+    return undefined;
+  } catch (err) {
+    const stderr = String((err as { stderr?: unknown }).stderr ?? '');
+    return stderr.split('\n').find((line) => /Error/.test(line))?.trim() ?? (err as Error).message;
   }
 }
 
@@ -84,11 +90,15 @@ async function findOrBuild(): Promise<string> {
   mkdirSync(work, { recursive: true });
   for (const part of ['binding.gyp', 'src', 'deps']) cpSync(join(pkg, part), join(work, part), { recursive: true });
   // binding.gyp runs `node -e "require('nan')"`: this Node first on PATH; nan resolves from node_modules above.
-  const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}` };
-  await run(process.execPath, [nodeGyp(), 'rebuild', `--nodedir=${nodeHeaders()}`, '-j', '2'], { cwd: work, env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
+  // node-gyp lets npm_config_nodedir in the environment override --nodedir (CI exports the
+  // machine Node's for `npm ci`): the headers of this Node go in both.
+  const headers = nodeHeaders();
+  const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, npm_config_nodedir: headers };
+  await run(process.execPath, [nodeGyp(), 'rebuild', `--nodedir=${headers}`, '-j', '2'], { cwd: work, env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
   rmSync(dir, { recursive: true, force: true });
   renameSync(work, dir);
-  if (!(await loads(built))) throw new Error(`the snap7 addon built in ${dir} does not load in Node ${process.version}`);
+  const why = await loadError(built);
+  if (why !== undefined) throw new Error(`the snap7 addon built in ${dir} with the headers in ${headers} does not load in Node ${process.version}: ${why}`);
   return built;
 }
 
