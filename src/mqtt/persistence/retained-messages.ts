@@ -183,12 +183,15 @@ export class RetainedMessages {
 
 /**
  * What is kept of a retained PUBLISH: its topic, payload, QoS, MQTT 5 properties and expiry.
- * aedes' own fields (cmd, brokerId, brokerCounter, dup, messageId) are not: aedes gives a retained
- * message it delivers a new number and `cmd` defaults to publish. About a third of a record for a
+ * aedes' routing fields (brokerId, brokerCounter, dup, messageId) are not: aedes gives a retained
+ * message it delivers a new number. About a third of a record for a
  * 200-byte payload, written at every background commit of a changing topic (docs/footprint.md "Flash").
  */
 function retainedRecord(packet: RetainedPacket): RetainedPacket {
-  const record: RetainedPacket = { topic: packet.topic, payload: packet.payload, qos: packet.qos ?? 0, retain: true };
+  // `cmd` and an `id` the publisher's packet has stay: the aedes-persistence contract returns a
+  // stored packet as it was given.
+  const record: RetainedPacket = { cmd: 'publish', topic: packet.topic, payload: packet.payload, qos: packet.qos ?? 0, retain: true };
+  if (packet.id !== undefined) record.id = packet.id;
   if (packet.properties !== undefined) record.properties = packet.properties;
   if (packet.messageExpiry !== undefined) record.messageExpiry = packet.messageExpiry;
   return record;
