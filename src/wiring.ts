@@ -251,7 +251,6 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     authenticate: (header, source) => auth.authenticate(header, source),
     engine,
     validateResponses: options.validateResponses ?? false,
-    validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
     plainHttpPolicy: plainHttp.middleware,
