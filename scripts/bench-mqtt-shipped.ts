@@ -109,7 +109,7 @@ function handle(kind: Kind, child: ChildProcess, port: number, cleanup: () => vo
 /** The Node flags of the npm start script in `dir`'s package.json. */
 function startFlagsOf(dir: string): string[] {
   const words = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/);
-  return words.slice(words.indexOf('node') + 1, words.findIndex((w) => w.endsWith('main.js'))).filter((f) => f !== '--enable-source-maps');
+  return words.slice(words.indexOf('node') + 1, words.findIndex((w) => w.endsWith('main.js')));
 }
 
 /** The daemon as `npm start` runs it (or with plain node, or another build), a user with a password holding bench/#. */
