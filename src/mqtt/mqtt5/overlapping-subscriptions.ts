@@ -8,7 +8,9 @@
 // A client's subscriptions are noted as they are granted; once two can overlap (most clients'
 // never do), the first copy of each live message is completed before it goes (every matching
 // identifier, the highest granted QoS) and the other copies of that message are dropped here.
-// Until then a delivery costs one flag test. All copies of one message reach the client's
+// Until then a delivery costs one flag test. Made at the client's first granted subscription
+// (authorize-subscribe.ts, which aedes also calls for the subscriptions it restores, before it
+// takes the client's delivery functions for them): a client that only publishes carries none. All copies of one message reach the client's
 // delivery functions in one synchronous pass of aedes' emitter, so "the same message as the last
 // one" is how a further copy is told apart, also when flow control holds the first one back.
 import { topicMatches } from '../persistence/topic-filter.js';
@@ -54,7 +56,8 @@ export function filtersOverlap(a: string, b: string): boolean {
 
 export class OverlappingSubscriptions {
   private overlapping = false;
-  /** Filters granted so far, while none overlap (made at the first). */
+  /** The first filter granted, and the others while none overlap (a set from the second on). */
+  private first: string | undefined;
   private granted: Set<string> | undefined;
   private lastBrokerId: string | undefined;
   private lastCounter = -1;
@@ -70,13 +73,20 @@ export class OverlappingSubscriptions {
   /** A subscription was granted (the filter as aedes names it). */
   subscriptionGranted(filter: string): void {
     if (this.overlapping || isSharedFilter(filter)) return;
-    const granted = (this.granted ??= new Set());
-    if (granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(granted, filter)) {
-      this.overlapping = true;
-      this.granted = undefined;
+    if (this.first === undefined || this.first === filter) {
+      if (!this.overlapsAny(Object.keys(this.client.subscriptions), filter)) this.first = filter;
+      else this.overlap();
       return;
     }
+    const granted = (this.granted ??= new Set([this.first]));
+    if (granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(granted, filter)) return this.overlap();
     granted.add(filter);
+  }
+
+  private overlap(): void {
+    this.overlapping = true;
+    this.first = undefined;
+    this.granted = undefined;
   }
 
   private overlapsAny(filters: Iterable<string>, filter: string): boolean {
