@@ -335,7 +335,7 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('   ');
   console.log(`MQTT brokers as shipped: broker-process CPU (all threads), medians of ${ROUNDS} interleaved rounds (${MEASURE_MS} ms flows, 1 → 1, 64 in flight, 64 B; 2,000 password connects, 50 in flight)`);
-  console.log(`gatewayd = node ${shippedNodeFlags().join(' ')} dist/src/main.js (npm start), its defaults`);
+  console.log(`gatewayd = ${['node', ...shippedNodeFlags(), 'dist/src/main.js'].join(' ')} (npm start), its defaults`);
   for (const r of rows) console.log(line(r));
   for (const kind of figures.keys()) {
     if (!kind.startsWith('gatewayd')) continue;
