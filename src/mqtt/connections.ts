@@ -59,6 +59,12 @@ export class Connections {
       return;
     }
     const client = aedes.handle(conn, req) as GatewayClient;
+    // aedes 2.0.0-beta.1 keeps a client's subscriptions in a plain object: a subscription to the
+    // topic `constructor` or `__proto__` found Object's own members there and ended the process
+    // (mqemitter asserts on the listener it then removes), and each distinct topic name gave the
+    // object a hidden class of its own (about 120 bytes per client). aedes 1.2 used an object
+    // without prototype; so does gatewayd, before any subscription is made or restored.
+    (client as unknown as { subscriptions: Record<string, unknown> }).subscriptions = Object.create(null) as Record<string, unknown>;
     client.gatewayd = new ClientState(transport, remote, ctx.cfg.maxPublishesPerSecond);
     if (!watchInboundPackets(client, this.onParserError) && !this.inboundHookMissingLogged) {
       this.inboundHookMissingLogged = true;

@@ -7,7 +7,6 @@
 import type { Client } from 'aedes';
 import { storeCannotWrite, type BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
-import { deliverOutOfOrder } from '../delivery-order.js';
 import { OverlappingSubscriptions } from '../mqtt5/overlapping-subscriptions.js';
 import { filterAsWritten, filterToAuthorize, isSharedFilter } from '../mqtt5/shared-subscriptions.js';
 
@@ -37,10 +36,8 @@ export function createAuthorizeSubscribe(ctx: BrokerContext): AuthorizeSubscribe
       // Before aedes takes the client's delivery functions for this subscription (restored ones
       // too): the order keeping innermost (an MQTT 5 client's is there since pre-connect, under its
       // flow control), the merge outermost.
-      if (st!.overlap === undefined) {
-        if (st!.mqtt5 === undefined) deliverOutOfOrder(client as never);
-        st!.overlap = new OverlappingSubscriptions(client as never);
-      }
+      // An MQTT 3.1.1 client's order is kept by the merge's wrapper itself (no wrapper under it).
+      st!.overlap ??= new OverlappingSubscriptions(client as never, st!.mqtt5 === undefined);
       st!.overlap.subscriptionGranted(sub.topic);
     }
     // null: Aedes answers 0x80 for this filter in the SUBACK and keeps the client connected.

@@ -48,8 +48,8 @@ export function createPreConnect(ctx: BrokerContext): PreConnectHook {
     // Before aedes restores or adds any subscription, an MQTT 5 client's delivery functions are
     // wrapped: messages that arrive out of their order kept, then its flow control
     // (delivery-order.ts, mqtt5/). The merge of overlapping subscriptions wraps them at the first
-    // subscription granted (authorize-subscribe.ts), as the order keeping does for MQTT 3.1.1
-    // clients: a client that never subscribes carries neither.
+    // subscription granted (authorize-subscribe.ts), and keeps an MQTT 3.1.1 client's order
+    // itself: a client that never subscribes carries neither.
     if (st.mqtt5 === undefined && packet.protocolVersion === 5) {
       deliverOutOfOrder(client as never);
       st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
