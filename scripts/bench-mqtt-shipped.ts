@@ -20,7 +20,7 @@
 // npm start starts it, from the checkout GATEWAYD_BENCH_BEFORE=<dir> (built, with node_modules). GATEWAYD_BENCH_CPU_PROFILE=<dir>: the daemon
 // and the bare brokers run with --cpu-prof into that directory (a profile of the whole run, written at its stop).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -45,7 +45,7 @@ const IDLE_AFTER_LOAD_MS = Number(process.env.GATEWAYD_BENCH_IDLE_AFTER_LOAD_MS 
 // GATEWAYD_BENCH_SHIPPED_PARTS=qos0,qos1,connect picks what is measured (all by default).
 const PARTS = new Set(process.env.GATEWAYD_BENCH_SHIPPED_PARTS?.split(',') ?? ['qos0', 'qos1', 'connect']);
 
-type Kind = 'gatewayd' | 'gatewayd-node' | 'gatewayd-before' | 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb' | 'mosquitto';
+export type Kind = 'gatewayd' | 'gatewayd-node' | 'gatewayd-before' | 'aedes-1.2' | 'aedes-2' | 'aedes-2-lmdb' | 'mosquitto';
 const ALL_KINDS: Kind[] = ['gatewayd', 'aedes-1.2', 'aedes-2', 'mosquitto'];
 
 export interface BrokerProcess {
@@ -58,6 +58,8 @@ export interface BrokerProcess {
   stop(): Promise<void>;
   /** Readies it for the clients (the daemon: its bench user), once the idle RSS was read. */
   prepare?(): Promise<void>;
+  /** The daemon with GATEWAYD_BENCH_HEAP_SNAPSHOTS=<dir>: writes a V8 heap snapshot there (<label>.heapsnapshot). */
+  snapshot?(label: string): Promise<void>;
 }
 
 /** CPU time of every thread of process `pid`, µs (each task's schedstat: other load changes it little). */
@@ -109,7 +111,7 @@ function handle(kind: Kind, child: ChildProcess, port: number, cleanup: () => vo
 /** The Node flags of the npm start script in `dir`'s package.json. */
 function startFlagsOf(dir: string): string[] {
   const words = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/);
-  return words.slice(words.indexOf('node') + 1, words.findIndex((w) => w.endsWith('main.js'))).filter((f) => f !== '--enable-source-maps');
+  return words.slice(words.indexOf('node') + 1, words.findIndex((w) => w.endsWith('main.js')));
 }
 
 /** The daemon as `npm start` runs it (or with plain node, or another build), a user with a password holding bench/#. */
@@ -120,7 +122,9 @@ async function startDaemon(kind: 'gatewayd' | 'gatewayd-node' | 'gatewayd-before
   const home = kind === 'gatewayd-before' ? before! : root;
   const flags = kind === 'gatewayd' ? shippedNodeFlags() : kind === 'gatewayd-before' ? startFlagsOf(home) : [];
   const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
-  const child = spawn(process.execPath, [...flags, ...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(home, 'dist/src/main.js')], {
+  const snapshotDir = kind === 'gatewayd' ? process.env.GATEWAYD_BENCH_HEAP_SNAPSHOTS : undefined;
+  const diagnostics = [...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : [])];
+  const child = spawn(process.execPath, [...flags, ...diagnostics, join(home, 'dist/src/main.js')], {
     // The default (1,000/s per connection) would pace the publisher: a throughput limit, not a cost.
     env: daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '1000000000' }),
     // Its log lines (info: one per connect) are read and dropped here, as a journal would take them.
@@ -135,7 +139,25 @@ async function startDaemon(kind: 'gatewayd' | 'gatewayd-node' | 'gatewayd-before
     child.once('exit', (code) => reject(new Error(`daemon exited with ${code}`)));
   });
   const broker = handle(kind, child, ready.mqtt, () => rmSync(dataDir, { recursive: true, force: true }));
-  return { ...broker, prepare: () => createBenchUser(ready.http) };
+  return { ...broker, prepare: () => createBenchUser(ready.http), ...(snapshotDir ? { snapshot: (label: string) => heapSnapshot(child, snapshotDir, label) } : {}) };
+}
+
+/** Signals the daemon to write a heap snapshot into `dir` and waits until it is complete, as <label>.heapsnapshot. */
+async function heapSnapshot(child: ChildProcess, dir: string, label: string): Promise<void> {
+  const before = new Set(readdirSync(dir));
+  child.kill('SIGUSR2');
+  const deadline = Date.now() + 120_000;
+  let file: string | undefined;
+  let size = -1;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    file ??= readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+    if (!file) continue;
+    const now = statSync(join(dir, file)).size;
+    if (now > 0 && now === size) return renameSync(join(dir, file), join(dir, `${label}.heapsnapshot`));
+    size = now;
+  }
+  throw new Error('the heap snapshot was not written within 120 s');
 }
 
 /** The bench user, created through the REST API (after the idle RSS was read: hashing its password takes memory). */
@@ -196,13 +218,15 @@ async function startMosquitto(): Promise<BrokerProcess> {
   return handle('mosquitto', child, port, () => rmSync(dir, { recursive: true, force: true }));
 }
 
-function start(kind: Kind): Promise<BrokerProcess> {
+/** One broker of `kind` in its own process (the daemon as npm start runs it, with its bench user once prepared). */
+export function startBroker(kind: Kind): Promise<BrokerProcess> {
   if (kind === 'gatewayd' || kind === 'gatewayd-node' || kind === 'gatewayd-before') return startDaemon(kind);
   if (kind === 'mosquitto') return startMosquitto();
   return startBareAedes(kind);
 }
 
-const CREDS = { username: USERNAME, password: PASSWORD };
+/** The bench user's credentials (prepared brokers; bare ones take any). */
+export const CREDS = { username: USERNAME, password: PASSWORD };
 
 interface Figures {
   qos0: FlowResult[];
@@ -220,7 +244,7 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
   const flows: Flow[] = [];
   const results: Record<string, number> = {};
   try {
-    for (const kind of kinds) brokers.push(await start(kind));
+    for (const kind of kinds) brokers.push(await startBroker(kind));
     await new Promise((resolve) => setTimeout(resolve, IDLE_AFTER_START_MS));
     for (const b of brokers) figures.set(b.kind, { qos0: [], qos1: [], connect: [], rssAfterStart: b.rssMiB(), rssAfterLoad: NaN });
     for (const b of brokers) await b.prepare?.();
@@ -311,7 +335,7 @@ export async function benchMqttShipped(): Promise<Record<string, number>> {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('   ');
   console.log(`MQTT brokers as shipped: broker-process CPU (all threads), medians of ${ROUNDS} interleaved rounds (${MEASURE_MS} ms flows, 1 → 1, 64 in flight, 64 B; 2,000 password connects, 50 in flight)`);
-  console.log(`gatewayd = node ${shippedNodeFlags().join(' ')} dist/src/main.js (npm start), its defaults`);
+  console.log(`gatewayd = ${['node', ...shippedNodeFlags(), 'dist/src/main.js'].join(' ')} (npm start), its defaults`);
   for (const r of rows) console.log(line(r));
   for (const kind of figures.keys()) {
     if (!kind.startsWith('gatewayd')) continue;

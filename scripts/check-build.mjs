@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const stamp = join(root, 'dist/ui-build.json');
 /** What `npm run build` compiles: a change to any of them needs a new build. */
-const sources = ['src', 'ui', 'tsconfig.json', 'scripts/build-openapi.ts', 'scripts/build-ui.ts'];
+const sources = ['src', 'ui', 'tsconfig.json', 'scripts/build-openapi.ts', 'scripts/standalone-validators.ts', 'scripts/build-ui.ts'];
 
 function mtime(path) {
   try {

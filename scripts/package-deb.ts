@@ -68,7 +68,7 @@ function gzip9(file: string): void {
 export function buildPackage(options: { arch: string; out?: string; compression: string; cacheDir: string }): { file: string; nodeVersion?: string } {
   const target = TARGETS[options.arch];
   if (!target) throw new Error(`unknown --arch ${options.arch}: one of ${Object.keys(TARGETS).join(', ')}`);
-  for (const built of ['dist/src/main.js', 'dist/src/http/openapi.json', 'dist/ui/index.html']) {
+  for (const built of ['dist/src/main.js', 'dist/src/http/openapi.json', 'dist/src/http/openapi-validators.cjs', 'dist/ui/index.html']) {
     if (!existsSync(join(root, built))) throw new Error(`${built} is missing: run npm run build first`);
   }
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };

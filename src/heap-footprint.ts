@@ -1,27 +1,30 @@
-// Keeps V8's heap small on an idle gateway without making a busy one pay (docs/footprint.md).
+// Keeps V8's heap small on an idle gateway without making a busy one pay (docs/footprint.md,
+// which also says why each V8 setting changed here is safe on Node 22 and 24).
 //
 // V8 grows its young generation (to 2 × 16 MiB on 64-bit) when scavenges find many survivors,
 // and shrinks it only in a collection that finds the allocation rate low: below 1 byte/µs over
-// its last 5 seconds (Heap::ReduceNewSpaceSize). Start-up (loading modules: nearly everything
-// survives) grew it to the maximum, and an idle daemon allocates too little for a collection to
-// come and shrink it: those pages, and the old generation's share of what start-up promoted
-// meanwhile, stayed committed (idle RSS 99 MiB instead of 66). The flags npm start used to pass
-// for that (--max-semi-space-size=2 --optimize-for-size) bound the young generation for good:
-// under load a 2 MiB nursery fills in a fraction of a millisecond, and every scavenge promotes
-// what is still in flight (issue 20: +72 % broker CPU per QoS 0 message, +22 % per QoS 1). So:
+// its last 5 seconds. Start-up (loading modules: nearly everything survives) grew it to the
+// maximum, and an idle daemon allocates too little for a collection to come and shrink it: those
+// pages, and the old generation's share of what start-up promoted meanwhile, stayed committed
+// (idle RSS 84 MiB instead of 65). Bounding it on the command line (--max-semi-space-size=2
+// --optimize-for-size, until issue 20) bounds it for good: under load a 2 MiB nursery fills in a
+// fraction of a millisecond, and every scavenge promotes what is still in flight (issue 20: +72 %
+// broker CPU per QoS 0 message, +22 % per QoS 1). So:
 // - during start-up only, the young generation does not grow (--semi-space-growth-factor=1, set
 //   by the entry before the daemon's modules load, V8's default 2 restored at ready);
-// - at ready + START_COLLECTION_MS, two full collections return start-up's garbage (the first
-//   frees, and often leaves the old generation's pages a quarter empty; the second compacts them),
-//   with --optimize-for-size set for their duration only: V8 then compacts the old generation
-//   as that flag would (3 MiB less idle RSS, measured), and the daemon runs without it;
+// - at ready + START_COLLECTION_MS, the start-up garbage is collected: on V8 12+ (Node 22, 24) by
+//   the memory-reducing full collection V8 runs when memory is short (gc()'s 'last-resort'
+//   flavour: compacts the old generation and shrinks the young one), on Node 20 by two full
+//   collections (the first frees, and often leaves the old generation's pages a quarter empty;
+//   the second compacts them);
 // - every CHECK_MS afterwards, when the young generation is larger than at rest (it grew under
 //   load), one minor collection: a scavenge, well under a millisecond, after which V8 shrinks it
 //   if, and only if, the daemon has been idle. Under load that is one scavenge among thousands.
-//   When it did shrink (the daemon went idle after a load), one full collection (compacting as
-//   above) returns the old generation's share of that load too.
+//   When it did shrink (the daemon went idle after a load), one full collection as above returns
+//   the old generation's share of that load too.
 // A command line that sets the young generation itself (an operator's choice) is left alone.
-// Node exposes gc() only behind --expose-gc; the flag set at run time shows it in a new context.
+// Node exposes gc() only behind --expose-gc: set at ready, it shows gc() in a new context only
+// (V8 installs the extension when a context is created), never to the daemon's own modules.
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -57,7 +60,7 @@ export function releaseYoungGeneration(): void {
   heldHere = false;
 }
 
-type Gc = (options?: { type: 'minor' | 'major' }) => void;
+type Gc = (options?: { type: 'minor' | 'major'; execution?: 'sync'; flavor?: 'regular' | 'last-resort' }) => void;
 
 function exposeGc(): Gc | undefined {
   try {
@@ -73,26 +76,24 @@ export function youngGenerationBytes(): number {
   return v8.getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0;
 }
 
+/** Memory-reducing full collections where V8 offers them through gc() (V8 12+: Node 22 and later). */
+const REDUCING_GC = Number(process.versions.v8.split('.')[0]) >= 12;
+
 /** Starts the collections of an idle daemon (call at ready); returns the function that stops them. */
 export function collectWhenIdle(timing: { startMs: number; checkMs: number } = { startMs: START_COLLECTION_MS, checkMs: CHECK_MS }): () => void {
   const gc = exposeGc();
   if (!gc) return () => {};
-  const compactingGc = sizedOnCommandLine()
-    ? () => gc()
+  const fullGc = REDUCING_GC
+    ? () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
     : () => {
-        v8.setFlagsFromString('--optimize-for-size');
-        try {
-          gc();
-        } finally {
-          v8.setFlagsFromString('--no-optimize-for-size');
-        }
+        gc();
+        gc();
       };
   let check: NodeJS.Timeout | undefined;
   // Only memory is at stake: a failure stops the collections, never the daemon.
   const start = setTimeout(() => {
     try {
-      compactingGc();
-      compactingGc();
+      fullGc();
     } catch {
       return;
     }
@@ -102,7 +103,7 @@ export function collectWhenIdle(timing: { startMs: number; checkMs: number } = {
         gc({ type: 'minor' });
         // V8 shrank it: the daemon has gone idle after a load. Once per such change, the old
         // generation's garbage of that load (clients come and gone, promoted messages) goes too.
-        if (youngGenerationBytes() <= YOUNG_AT_REST_BYTES) compactingGc();
+        if (youngGenerationBytes() <= YOUNG_AT_REST_BYTES) fullGc();
       } catch {
         clearInterval(check);
       }

@@ -255,7 +255,6 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     authenticate: (header, source) => auth.authenticate(header, source),
     engine,
     validateResponses: options.validateResponses ?? false,
-    validateApiSpec: options.validateResponses ?? false,
     gate: maintenance.gate,
     webUi: createWebUi(),
     plainHttpPolicy: plainHttp.middleware,
@@ -376,7 +375,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, mqttAccess, brokerHooks, store, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

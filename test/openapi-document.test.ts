@@ -1,7 +1,8 @@
 // Checks the one OpenAPI document of the API (src/http/openapi.yaml):
 // 1. it declares exactly the 88 operations of the contract;
 // 2. every operation has a unique operationId, a `default` response, and every $ref resolves;
-// 3. express-openapi-validator compiles it and validates real HTTP requests as intended.
+// 3. express-openapi-validator compiles it and validates real HTTP requests as intended, and the
+//    validators the build compiles from it for the daemon answer every request alike.
 import { expect } from 'chai';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -12,7 +13,11 @@ import { fileURLToPath } from 'node:url';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
+import multer from 'multer';
 import { parse } from 'yaml';
+import { loadRequestValidators } from '../src/http/compiled-validators.js';
+import { createOperationIndex } from '../src/http/operation-index.js';
+import { requestValidator } from '../src/http/request-validator.js';
 
 // The 88 operations of the API contract, `METHOD /path`.
 const CONTRACT_OPERATIONS: readonly string[] = [
@@ -396,7 +401,50 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
     });
   });
 
-  describe('with express-openapi-validator', () => {
+  // The same requests through express-openapi-validator (the reference the daemon used until
+  // issue 32, which also checks the document against the OpenAPI 3.0 meta-schema) and through
+  // the validators the build compiles for the daemon (src/http/request-validator.ts): both must
+  // answer each request alike.
+  const validators: { name: string; mount(app: express.Express): void }[] = [
+    {
+      name: 'express-openapi-validator (reference)',
+      mount(app) {
+        app.use(express.json({ strict: false, limit: '2mb' }));
+        app.use(literalBracketQueryNames);
+        let middleware: ReturnType<typeof OpenApiValidator.middleware>;
+        try {
+          middleware = OpenApiValidator.middleware({
+            apiSpec: structuredClone(doc) as unknown as OpenApiValidatorOptions['apiSpec'],
+            validateRequests: true,
+            validateResponses: false,
+            validateSecurity: false,
+          });
+        } catch (err) {
+          throw new Error(`express-openapi-validator rejected ${SPEC_PATH}: ${(err as Error).message}`);
+        }
+        app.use(middleware);
+      },
+    },
+    {
+      name: "the build's compiled validators (the daemon's)",
+      mount(app) {
+        const compiled = loadRequestValidators();
+        app.use(express.json({ strict: false, limit: '2mb' }));
+        // As the daemon receives a restore upload (maintenance-routes.ts): the file is taken
+        // before validation, and the field marked present.
+        const upload = multer({ storage: multer.memoryStorage() }).single('file');
+        app.use('/api/maintenance/db/restore', (req, res, next) =>
+          upload(req, res, (err?: unknown) => {
+            if (!err && req.file) (req.body as Record<string, unknown>).file = '';
+            next(err);
+          }),
+        );
+        app.use(requestValidator({ operations: createOperationIndex(compiled.operations), validators: compiled }));
+      },
+    },
+  ];
+
+  for (const validator of validators) describe(`with ${validator.name}`, () => {
     let server: Server;
     let base: string;
     // Errors the validator passed on that are not request-validation failures (a bad document).
@@ -405,20 +453,7 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
     before(async () => {
       const app = express();
       // strict: false, because POST /api/certificates takes a bare JSON string.
-      app.use(express.json({ strict: false, limit: '2mb' }));
-      app.use(literalBracketQueryNames);
-      let middleware: ReturnType<typeof OpenApiValidator.middleware>;
-      try {
-        middleware = OpenApiValidator.middleware({
-          apiSpec: structuredClone(doc) as unknown as OpenApiValidatorOptions['apiSpec'],
-          validateRequests: true,
-          validateResponses: false,
-          validateSecurity: false,
-        });
-      } catch (err) {
-        throw new Error(`express-openapi-validator rejected ${SPEC_PATH}: ${(err as Error).message}`);
-      }
-      app.use(middleware);
+      validator.mount(app);
       // Catch-all: answers what the validator hands on to the application.
       app.use((req: Request, res: Response) => {
         res.status(200).json({ ok: true, query: req.query, body: req.body as unknown });
@@ -439,7 +474,7 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
       if (res.status !== 200) {
         const body = await res.text();
         const cause = unexpected.map((e) => (e instanceof Error ? e.stack ?? e.message : JSON.stringify(e))).join('\n');
-        throw new Error(`express-openapi-validator could not use ${SPEC_PATH}: ${res.status} ${body}\n${cause}`);
+        throw new Error(`${validator.name} could not use ${SPEC_PATH}: ${res.status} ${body}\n${cause}`);
       }
     });
 
@@ -620,6 +655,75 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
       }
       await expectStatus('POST', '/api/rule-engine/transform', { transformation: '$' }, 400);
       await expectStatus('POST', '/api/rule-engine/transform', { input: 1, transformation: '' }, 400);
+    });
+  });
+
+  describe('the compiled validators answer bad requests as express-openapi-validator did', () => {
+    const servers: Server[] = [];
+    const bases: string[] = [];
+
+    before(async () => {
+      for (const validator of validators) {
+        const app = express();
+        validator.mount(app);
+        app.use((_req: Request, res: Response) => void res.status(200).json({ ok: true }));
+        app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+          const e = err as { status?: number; message?: string; errors?: { path: string; message: string }[] };
+          res.status(e.status ?? 500).json({ message: e.message, errors: e.errors?.map((x) => ({ path: x.path, message: x.message })) });
+        });
+        const server = await new Promise<Server>((resolve, reject) => {
+          const s = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(s)));
+        });
+        servers.push(server);
+        bases.push(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      }
+    });
+
+    after(async () => {
+      for (const server of servers) await new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+
+    const cases: { method: string; path: string; body?: string; type?: string }[] = [
+      { method: 'POST', path: '/api/login', body: '{"username":"admin"}' },
+      { method: 'POST', path: '/api/login', body: '{"username":"admin","password":"abcd"}' },
+      { method: 'POST', path: '/api/login', body: '{"username":"admin","password":"secret1","extra":1}' },
+      { method: 'POST', path: '/api/login', body: '{"username":"admin","password":"secret1","expireTimeInHours":0}' },
+      { method: 'POST', path: '/api/login', body: '{"username":"admin","password":"secret1"}', type: 'text/xml' },
+      { method: 'POST', path: '/api/users', body: '{"username":"alice","identityProvider":"saml"}' },
+      { method: 'POST', path: '/api/users', body: '{"username":"al","identityProvider":"local"}' },
+      { method: 'POST', path: '/api/users/batch', body: '[]' },
+      { method: 'POST', path: '/api/roles', body: '{"name":"","isShared":true}' },
+      { method: 'PUT', path: '/api/connections/x/operation', body: '{"operation":"explode"}' },
+      { method: 'GET', path: '/api/listUsers?rowsPerPage=101' },
+      { method: 'GET', path: '/api/listUsers?excludeAutoGenerated=maybe' },
+      { method: 'GET', path: '/api/listUsers?colour=red' },
+      { method: 'GET', path: '/api/listUsers?rowsPerPage=' },
+      { method: 'GET', path: '/api/roles/page?rowsPerPage=10' },
+      { method: 'GET', path: '/api/audit?since=2026-01-01T00:00:00Z' },
+      { method: 'GET', path: '/api/audit?since=yesterday' },
+      { method: 'DELETE', path: '/api/certificates' },
+      { method: 'PATCH', path: '/api/users/u1', body: '{}' },
+      { method: 'POST', path: '/api/rule-engine/transform', body: '{"transformation":"$"}' },
+      { method: 'POST', path: '/api/client-registry/register', body: '{"username":"dev1","context":"line 3"}' },
+    ];
+
+    it('the same status, message and errors for each of these requests', async () => {
+      for (const c of cases) {
+        const answers = [];
+        for (const base of bases) {
+          const headers: Record<string, string> = c.body !== undefined ? { 'content-type': c.type ?? 'application/json' } : {};
+          const res = await fetch(base + c.path, { method: c.method, headers, body: c.body });
+          answers.push({ status: res.status, body: (await res.json()) as unknown });
+        }
+        expect(answers[0]!.status, `${c.method} ${c.path} ${c.body ?? ''}`).to.be.oneOf([400, 405, 415]);
+        expect(answers[1], `${c.method} ${c.path} ${c.body ?? ''}`).to.deep.equal(answers[0]);
+      }
+    });
+
+    it('names a missing media type (express-openapi-validator said "unsupported media type undefined")', async () => {
+      const res = await fetch(`${bases[1]}/api/login`, { method: 'POST' });
+      expect(res.status).to.equal(415);
+      expect(((await res.json()) as { message: string }).message).to.equal('media type not specified');
     });
   });
 });

@@ -48,4 +48,31 @@ describe('start-up tiering (the optimizer paused until ready)', function () {
   it('leaves an optimizer turned off on the command line off', () => {
     expect(run(['--no-opt'])).to.deep.equal({ paused: false, startUpCodeLater: false, newCode: false });
   });
+
+  // Why switching the compilers at run time is safe (docs/footprint.md): V8 reads --turbofan
+  // and --maglev when it decides to queue a function for optimization, not while a queued job
+  // runs on a compiler thread. Switched back and forth while jobs are under way, every result
+  // stays right and the process lives.
+  it('switching while optimizations are under way on compiler threads changes no result', () => {
+    const stress = `
+const { pauseOptimizer, resumeOptimizer } = await import(${JSON.stringify(tiering)});
+const fns = Array.from({ length: 200 }, (_, k) => new Function('x', 'return (x * ' + (k + 3) + ' + ' + k + ') % 1000003;'));
+let wrong = 0;
+for (let round = 0; round < 40; round++) {
+  if (round % 2) pauseOptimizer(); else resumeOptimizer();
+  for (let k = 0; k < fns.length; k++) {
+    const f = fns[k];
+    for (let i = 0; i < 2000; i++) if (f(i) !== (i * (k + 3) + k) % 1000003) wrong++;
+  }
+}
+resumeOptimizer();
+const turbofanned = fns.filter((f) => (%GetOptimizationStatus(f) & 64) !== 0).length;
+console.log(JSON.stringify({ wrong, turbofanned }));
+`;
+    const out = execFileSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', stress], { encoding: 'utf8', timeout: 60_000 });
+    const r = JSON.parse(out.trim()) as { wrong: number; turbofanned: number };
+    expect(r.wrong).to.equal(0);
+    // Compilations did happen meanwhile (else the switches were never under way with a job).
+    expect(r.turbofanned).to.be.greaterThan(0);
+  });
 });

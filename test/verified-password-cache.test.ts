@@ -65,4 +65,26 @@ describe('verified password cache', () => {
     c.forget('u1');
     expect(c.has('u1', 'h', 'p')).to.equal(false);
   });
+
+  it('knows a check under way by user, stored hash and password, until it settles', async () => {
+    const c = cache();
+    let settle!: (ok: boolean) => void;
+    const outcome = new Promise<boolean>((resolve) => (settle = resolve));
+    c.track('u1', 'hash-a', 'Secret-1', outcome);
+    expect(c.underWay('u1', 'hash-a', 'Secret-1')).to.equal(outcome);
+    expect(c.underWay('u1', 'hash-a', 'Secret-2'), 'another password').to.equal(undefined);
+    expect(c.underWay('u1', 'hash-b', 'Secret-1'), 'another stored hash').to.equal(undefined);
+    expect(c.underWay('u2', 'hash-a', 'Secret-1'), 'another user').to.equal(undefined);
+    // Two candidates at once: each finds its own.
+    const other = Promise.resolve(false);
+    c.track('u1', 'hash-a', 'Secret-2', other);
+    expect(c.underWay('u1', 'hash-a', 'Secret-2')).to.equal(other);
+    await other;
+    await Promise.resolve();
+    expect(c.underWay('u1', 'hash-a', 'Secret-2'), 'gone once settled').to.equal(undefined);
+    settle(true);
+    await outcome;
+    await Promise.resolve();
+    expect(c.underWay('u1', 'hash-a', 'Secret-1')).to.equal(undefined);
+  });
 });

@@ -57,12 +57,23 @@ export function createPasswordCheck(deps: {
       const allowed = !!user && passwordAllowed(user);
       const hash = allowed ? user.passwordHash : undefined;
       const cached = allowed && hash !== undefined && verified.has(user.id, hash, password);
-      // verify(undefined) derives a dummy hash: the same cost as a wrong password.
-      const ok = cached || ((await hasher.verify(hash, password)) && allowed);
+      // The same password being checked against the same hash right now (devices of one user
+      // reconnecting at once): its derivation answers this one too when it says yes. A no is
+      // not taken over: a wrong password costs its own derivation, as it always did.
+      const shared = !cached && allowed && hash !== undefined ? verified.underWay(user.id, hash, password) : undefined;
+      const sharedYes = shared !== undefined && (await shared.catch(() => false));
+      let ok = cached || sharedYes;
+      if (!ok) {
+        // verify(undefined) derives a dummy hash: the same cost as a wrong password.
+        const outcome = hasher.verify(hash, password);
+        if (allowed && hash !== undefined) verified.track(user.id, hash, password, outcome);
+        ok = (await outcome) && allowed;
+      }
       if (!ok || !user) return refuse(attempt, username, via, source);
       attempt.succeeded();
       loginCounts.succeeded++;
-      if (!cached) verified.remember(user.id, hash, password); // a hit renewed its entry itself
+      // A cache hit renewed its entry itself; a shared derivation's owner remembers it.
+      if (!cached && !sharedYes) verified.remember(user.id, hash, password);
       return user;
     } finally {
       // Thrown before an outcome (a directory that is down, a store error): not a failed guess.

@@ -6,6 +6,10 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
  * password under a key that lives in this process is kept, bound to the stored hash it was
  * verified against: a password change invalidates it by itself. Wrong passwords are never
  * cached, so they always pay the full cost.
+ *
+ * It also knows the derivations under way (track/underWay): after a reboot every device of a
+ * user connects at once, before any check has finished; the checks of the same password
+ * against the same stored hash then share one derivation instead of each running its own.
  */
 /** has() answers true only for the password verified last, and renews that entry; remember() after a full check. */
 export function createVerifiedPasswordCache(options: { ttlMs: number; maxEntries: number; now?: () => number }) {
@@ -16,6 +20,9 @@ export function createVerifiedPasswordCache(options: { ttlMs: number; maxEntries
   const key = randomBytes(32).toString('hex');
   const entries = new Map<string, { mac: Buffer; passwordHash: string; expires: number }>();
   const mac = (password: string) => hash('sha256', key + password, 'buffer');
+  /** Derivations under way by user and stored hash: the digest of the candidate and the outcome to come. */
+  const underWay = new Map<string, { mac: Buffer; outcome: Promise<boolean> }[]>();
+  const underWayKey = (userId: string, passwordHash: string) => `${userId}\n${passwordHash}`;
 
   return {
     has(userId: string, passwordHash: string | undefined, password: string): boolean {
@@ -41,6 +48,25 @@ export function createVerifiedPasswordCache(options: { ttlMs: number; maxEntries
     },
     forget(userId: string): void {
       entries.delete(userId);
+    },
+    /** Registers a check of `password` against `passwordHash` under way until `outcome` settles. */
+    track(userId: string, passwordHash: string, password: string, outcome: Promise<boolean>): void {
+      const k = underWayKey(userId, passwordHash);
+      const entry = { mac: mac(password), outcome };
+      underWay.set(k, [...(underWay.get(k) ?? []), entry]);
+      const done = () => {
+        const rest = (underWay.get(k) ?? []).filter((e) => e !== entry);
+        if (rest.length) underWay.set(k, rest);
+        else underWay.delete(k);
+      };
+      outcome.then(done, done);
+    },
+    /** The outcome of a check of this very password against this hash under way, if there is one. */
+    underWay(userId: string, passwordHash: string, password: string): Promise<boolean> | undefined {
+      const checks = underWay.get(underWayKey(userId, passwordHash));
+      if (!checks) return undefined;
+      const digest = mac(password);
+      return checks.find((e) => timingSafeEqual(e.mac, digest))?.outcome;
     },
     size: () => entries.size,
   };

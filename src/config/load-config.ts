@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { configSchema, type GatewayConfig } from './config-schema.js';
 import { parseAddressRanges } from './address-ranges.js';
 
@@ -133,14 +134,20 @@ function envOverrides(env: NodeJS.ProcessEnv, base: JsonObject): JsonObject {
   return out;
 }
 
-// Compiled when needed and only weakly held: the daemon reads its configuration once, and the
-// compiled validator (with Ajv's meta-schema validators) would otherwise stay on the heap for
-// good (docs/footprint.md); tests that load many configurations reuse it while it lives.
+/** The configuration schema's validator, compiled by `npm run build` (scripts/build-openapi.ts) next to this module. */
+export const CONFIG_VALIDATOR_FILE = './config-validator.cjs';
+const requireHere = createRequire(import.meta.url);
+
+// Loaded when needed and only weakly held: the daemon reads its configuration once, and the
+// validator would otherwise stay on the heap for good (docs/footprint.md); tests that load many
+// configurations reuse it while it lives.
 let validatorRef: WeakRef<ValidateFunction> | undefined;
 function configValidator(): ValidateFunction {
   let validate = validatorRef?.deref();
   if (!validate) {
-    validate = new Ajv({ allErrors: false, strict: true }).compile(configSchema);
+    const file = requireHere.resolve(CONFIG_VALIDATOR_FILE);
+    validate = (requireHere(file) as { validateConfig: ValidateFunction }).validateConfig;
+    delete requireHere.cache[file];
     validatorRef = new WeakRef(validate);
   }
   return validate;

@@ -40,6 +40,11 @@ export class NotFoundError extends AppError {
     super(404, 'Not Found', message);
   }
 }
+export class MethodNotAllowedError extends AppError {
+  constructor(message = 'method not allowed', errors?: ValidationIssue[]) {
+    super(405, 'Method Not Allowed', message, errors);
+  }
+}
 export class ConflictError extends AppError {
   constructor(message = 'conflict') {
     super(409, 'Conflict', message);
@@ -48,6 +53,11 @@ export class ConflictError extends AppError {
 export class PayloadTooLargeError extends AppError {
   constructor(message = 'payload too large') {
     super(413, 'Payload Too Large', message);
+  }
+}
+export class UnsupportedMediaTypeError extends AppError {
+  constructor(message = 'unsupported media type', errors?: ValidationIssue[]) {
+    super(415, 'Unsupported Media Type', message, errors);
   }
 }
 export class PolicyViolationError extends AppError {

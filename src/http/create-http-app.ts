@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type RequestHandler, type Response, type Router } from 'express';
-import * as OpenApiValidator from 'express-openapi-validator';
 import { ForbiddenError, NotImplementedError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { Principal } from '../auth/auth-service.js';
@@ -8,9 +7,12 @@ import type { PermissionEngine } from '../permissions/permission-engine.js';
 import { operationFor } from '../permissions/permission-set.js';
 import { accessClassOf, enrollmentOperations } from './access-classes.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
+import { compileResponseValidators, loadRequestValidators } from './compiled-validators.js';
 import { createOperationIndex } from './operation-index.js';
-import { strictQueryNumbers } from './strict-query-numbers.js';
 import { loadOpenApiDocument, readOpenApiJson } from './openapi-document.js';
+import { requestValidator } from './request-validator.js';
+import { responseValidator } from './response-validator.js';
+import { strictQueryNumbers } from './strict-query-numbers.js';
 
 export { loadOpenApiDocument, openApiPath } from './openapi-document.js';
 
@@ -28,12 +30,6 @@ export interface HttpAppOptions {
   routes: RouteModule[];
   /** Tests validate every response against the OpenAPI document too. */
   validateResponses?: boolean;
-  /**
-   * Check the document against the OpenAPI meta-schema while building the app (tests do; the
-   * daemon does not: compiling the meta-schema costs a third of its start-up, and the document
-   * it ships is the one the tests checked).
-   */
-  validateApiSpec?: boolean;
   /** Runs right before the routes, after authentication and validation (the audit trail's request context). */
   routeContext?: RequestHandler;
   /** Middlewares that run before request validation for one "METHOD /path" (multipart uploads). */
@@ -64,10 +60,6 @@ export function principalOf(res: Response): Principal {
   const p = res.locals.principal as Principal | undefined;
   if (!p) throw new Error('route needs a principal but the operation is public');
   return p;
-}
-
-interface OpenApiRequestInfo {
-  openApiRoute?: string;
 }
 
 export function createHttpApp(options: HttpAppOptions): Express {
@@ -129,16 +121,17 @@ export function createHttpApp(options: HttpAppOptions): Express {
   if (options.plainHttpPolicy) app.use(options.plainHttpPolicy);
   for (const probe of options.probes ?? []) app.use(probe);
   if (options.webUi) app.use(options.webUi);
-  // The document as text (90 KB) rather than a second object graph kept for this one call.
-  const specJson = readOpenApiJson();
-  app.get('/api/openapi.json', (_req, res) => void res.type('application/json').send(specJson));
-  const spec = loadOpenApiDocument();
+  // The document as text (90 KB), read when first asked for: the daemon itself works from the
+  // validators the build compiled from it (compiled-validators.ts).
+  let specJson: string | undefined;
+  app.get('/api/openapi.json', (_req, res) => void res.type('application/json').send((specJson ??= readOpenApiJson())));
+  const validators = loadRequestValidators();
   for (const guard of options.callerGuards ?? []) app.use(guard.path, guard.handler);
   if (options.gate) app.use(options.gate);
 
   // Authentication and authorization come before request validation: an anonymous caller
   // learns nothing about request schemas. Decided once per request from the operation.
-  const operations = createOperationIndex(spec.paths as Record<string, Record<string, unknown>>);
+  const operations = createOperationIndex(validators.operations);
   app.use('/api', async (req, res, next) => {
     const path = req.baseUrl + req.path;
     const key = operations.find(req.method, path) ?? `${req.method} ${path}`;
@@ -155,7 +148,7 @@ export function createHttpApp(options: HttpAppOptions): Express {
     next();
   });
 
-  app.use('/api', strictQueryNumbers(spec, operations));
+  app.use('/api', strictQueryNumbers(operations));
 
   // strict: false because some operations take a bare JSON string (POST /api/certificates).
   app.use(express.json({ limit: options.bodyLimitBytes, strict: false, type: ['application/json', 'application/*+json'] }));
@@ -163,27 +156,8 @@ export function createHttpApp(options: HttpAppOptions): Express {
     app.use(pre.path, (req, res, next) => (req.method === pre.method ? pre.handler(req, res, next) : next()));
   }
 
-  // Contract query names such as `username[eq]` are literal names, but the validator (5.6,
-  // upstream issue #1115) parses brackets into nested objects unless req.query is a plain,
-  // writable own property. Pin it, keeping Express's simple parser's flat keys.
-  app.use((req, _res, next) => {
-    const query = req.query as Record<string, unknown>;
-    Object.defineProperty(query, '_openapi', { get: () => (req as unknown as { openapi?: unknown }).openapi, enumerable: false, configurable: true });
-    Object.defineProperty(req, 'query', { value: query, writable: true, enumerable: true, configurable: true });
-    next();
-  });
-
-  app.use(
-    OpenApiValidator.middleware({
-      apiSpec: spec as never,
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
-      validateResponses: options.validateResponses ? { removeAdditional: false } : false,
-      validateSecurity: false,
-      validateApiSpec: options.validateApiSpec ?? false,
-      fileUploader: false,
-      ignoreUndocumented: false,
-    }),
-  );
+  if (options.validateResponses) app.use(responseValidator({ operations, validators: compileResponseValidators(loadOpenApiDocument()) }));
+  app.use(requestValidator({ operations, validators }));
 
   const api = express.Router({ caseSensitive: true, strict: true });
   for (const register of options.routes) register(api);
@@ -191,8 +165,8 @@ export function createHttpApp(options: HttpAppOptions): Express {
   app.use(api);
 
   // Declared in the contract but not built yet: say so instead of faking data.
-  app.use('/api', (req, _res, next) => {
-    if ((req as unknown as { openapi?: OpenApiRequestInfo }).openapi?.openApiRoute) {
+  app.use('/api', (req, res, next) => {
+    if (res.locals.operation) {
       return next(new NotImplementedError(`${req.method} ${req.baseUrl}${req.path} is not implemented yet`));
     }
     next();

@@ -28,7 +28,7 @@ interface ErrorBody {
   correlationId?: string;
 }
 
-/** express-openapi-validator's HttpError and body-parser errors carry a status of their own. */
+/** body-parser's errors (and other libraries') carry a status of their own. */
 function statusOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
   const s = (err as { status?: unknown; statusCode?: unknown }).status ?? (err as { statusCode?: unknown }).statusCode;

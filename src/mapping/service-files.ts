@@ -6,33 +6,21 @@
 // parameters and resource ids into text. A file that does not validate is refused as a whole,
 // with every problem found (path, reason); the other files load (the directory: service-dir.ts).
 import { createRequire } from 'node:module';
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import type * as Yaml from 'yaml';
 import { bridgeProblems, type BridgeProperties } from '../bridges/bridge-definition.js';
-import { etherNetIpAddressProblems, etherNetIpAddressSchema, etherNetIpConfigurationSchema } from './drivers/ethernet-ip-schemas.js';
+import { etherNetIpAddressProblems } from './drivers/ethernet-ip-schemas.js';
+import { serviceValidators, type Protocol } from './service-file-validators.js';
 import { compileRule, RuleError } from './rules.js';
 import { customTags, jsonToTags, Ref, Sub, tagsToJson } from './service-tags.js';
 import { parseNamedFilter } from './topics.js';
-import { s7AddressProblems, s7AddressSchema, s7ConfigurationSchema } from './drivers/s7-schemas.js';
+import { s7AddressProblems } from './drivers/s7-schemas.js';
 import { sparkplugDef, type SparkplugDef, type SparkplugUpstream } from './sparkplug-file.js';
 
 export type { DatatypeName, SparkplugDef, SparkplugDeviceDef, SparkplugMetricDef, SparkplugUpstream, SparkplugVia } from './sparkplug-file.js';
-import {
-  httpAddressSchema,
-  httpConfigurationSchema,
-  modbusAddressSchema,
-  modbusConfigurationSchema,
-  modbusRtuConfigurationSchema,
-  mqttAddressSchema,
-  mqttConfigurationSchema,
-  opcuaAddressSchema,
-  opcuaConfigurationSchema,
-  schemaOfType,
-  serviceFileSchema,
-  type ResourceType,
-} from './schemas.js';
+import type { ResourceType } from './schemas.js';
 
-export type Protocol = 'Modbus' | 'Mqtt' | 'Http' | 'Opcua' | 'EtherNetIp' | 'S7';
+export type { Protocol } from './service-file-validators.js';
 
 export interface ConnectionDef {
   kind: 'connection';
@@ -153,48 +141,13 @@ class FileError extends Error {
   }
 }
 
-// The YAML parser and the schema validators are loaded by the first service file read: a
-// gateway without services keeps their start-up time and memory.
+// The YAML parser and the schema validators (service-file-validators.ts) are loaded by the first
+// service file read: a gateway without services keeps their start-up time and memory.
 const requireCjs = createRequire(import.meta.url);
 let yamlModule: typeof Yaml | undefined;
 /** The YAML library, loaded at its first use (service-secrets.ts uses it too). */
 export const yaml = (): typeof Yaml => (yamlModule ??= requireCjs('yaml') as typeof Yaml);
 
-interface ServiceValidators {
-  file: ValidateFunction;
-  resources: Record<ResourceType, ValidateFunction>;
-  modbusRtu: ValidateFunction;
-  configuration: Record<Protocol, ValidateFunction>;
-  address: Partial<Record<Protocol, ValidateFunction>>;
-}
-let compiledValidators: ServiceValidators | undefined;
-function serviceValidators(): ServiceValidators {
-  if (compiledValidators) return compiledValidators;
-  // allErrors: a file's every problem is reported at once (the API's dry run, the log).
-  const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true });
-  compiledValidators = {
-    file: ajv.compile(serviceFileSchema),
-    resources: Object.fromEntries(Object.entries(schemaOfType).map(([t, s]) => [t, ajv.compile(s)])) as Record<ResourceType, ValidateFunction>,
-    modbusRtu: ajv.compile(modbusRtuConfigurationSchema),
-    configuration: {
-      Modbus: ajv.compile(modbusConfigurationSchema),
-      Mqtt: ajv.compile(mqttConfigurationSchema),
-      Http: ajv.compile(httpConfigurationSchema),
-      Opcua: ajv.compile(opcuaConfigurationSchema),
-      EtherNetIp: ajv.compile(etherNetIpConfigurationSchema),
-      S7: ajv.compile(s7ConfigurationSchema),
-    },
-    address: {
-      Modbus: ajv.compile(modbusAddressSchema),
-      Mqtt: ajv.compile(mqttAddressSchema),
-      Http: ajv.compile(httpAddressSchema),
-      Opcua: ajv.compile(opcuaAddressSchema),
-      EtherNetIp: ajv.compile(etherNetIpAddressSchema),
-      S7: ajv.compile(s7AddressSchema),
-    },
-  };
-  return compiledValidators;
-}
 /** Modbus over a serial line (RTU) names a `path`; Modbus TCP a `host`. */
 function configurationValidator(protocol: Protocol, configuration: unknown): ValidateFunction {
   const v = serviceValidators();

@@ -45,8 +45,7 @@ export function createAccessChangeHandler(ctx: BrokerContext, { revocations, ses
         for (const client of clients) {
           const st = client.gatewayd!;
           st.subscriptionsTrusted = false;
-          st.readCache.clear();
-          st.writeCache.clear();
+          st.clearDecisions();
         }
         return;
       }

@@ -42,15 +42,32 @@ export class ClientState {
    * for good by the first 'permissions' change of the user (per-message checks from then on).
    */
   subscriptionsTrusted = true;
-  readonly readCache = new DecisionCache(DECISION_CACHE_SIZE);
-  readonly writeCache = new DecisionCache(DECISION_CACHE_SIZE);
-  readonly bucket: TokenBucket;
+  // Made at their first use: most connections of a gateway only publish, or only subscribe,
+  // and thousands of them sit idle (docs/footprint.md, memory per connection).
+  private read: DecisionCache | undefined;
+  private write: DecisionCache | undefined;
+  private tokens: TokenBucket | undefined;
   constructor(
     readonly transport: Transport,
     readonly remote: string,
-    publishesPerSecond: number,
-  ) {
-    this.bucket = new TokenBucket(publishesPerSecond);
+    private readonly publishesPerSecond: number,
+  ) {}
+  /** Decisions on the topics delivered to the client. */
+  get readCache(): DecisionCache {
+    return (this.read ??= new DecisionCache(DECISION_CACHE_SIZE));
+  }
+  /** Decisions on the topics the client publishes to. */
+  get writeCache(): DecisionCache {
+    return (this.write ??= new DecisionCache(DECISION_CACHE_SIZE));
+  }
+  /** Its publish allowance. */
+  get bucket(): TokenBucket {
+    return (this.tokens ??= new TokenBucket(this.publishesPerSecond));
+  }
+  /** Forgets the decisions taken so far (the user's permissions changed). */
+  clearDecisions(): void {
+    this.read?.clear();
+    this.write?.clear();
   }
 }
 

@@ -9,6 +9,14 @@ import { recordRefusal } from './connect-refusals.js';
 import { watchInboundPackets } from './inbound-packets.js';
 import type { SessionRegistry } from './session-registry.js';
 
+/** The Aedes client of a connection, for the one close listener all connections share. */
+const CLIENT = Symbol('gatewayd.client');
+type Connection = Duplex & { [CLIENT]?: GatewayClient };
+
+// Listeners shared by every connection ('this' is the emitter), not closures made per connection:
+// with thousands of idle devices each closure, its context and a once() wrapper count
+// (docs/footprint.md, memory per connection). 'close' is emitted once, so on() is enough.
+
 export class Connections {
   private readonly sockets = new Set<net.Socket>();
   /** Bytes of connections already closed (live ones are read from their sockets). */
@@ -20,14 +28,26 @@ export class Connections {
     private readonly sessions: SessionRegistry,
   ) {}
 
+  private readonly onSocketClose = ((connections: Connections) =>
+    function socketClosed(this: net.Socket): void {
+      connections.sockets.delete(this);
+      connections.closedBytes.received += this.bytesRead;
+      connections.closedBytes.sent += this.bytesWritten;
+    })(this);
+
+  private readonly onConnectionClose = ((connections: Connections) =>
+    function connectionClosed(this: Connection): void {
+      const client = this[CLIENT];
+      if (!client) return;
+      connections.sessions.forget(client);
+      client.gatewayd?.mqtt5?.closed();
+      connections.ctx.shared?.forget(client as never);
+    })(this);
+
   /** Counts a listener's socket (bytes, destroyed at stop). */
   track(socket: net.Socket): void {
     this.sockets.add(socket);
-    socket.once('close', () => {
-      this.sockets.delete(socket);
-      this.closedBytes.received += socket.bytesRead;
-      this.closedBytes.sent += socket.bytesWritten;
-    });
+    socket.on('close', this.onSocketClose);
   }
 
   /** Hands a connection to Aedes and attaches the per-client state and limits. */
@@ -39,17 +59,19 @@ export class Connections {
       return;
     }
     const client = aedes.handle(conn, req) as GatewayClient;
+    // aedes 2.0.0-beta.1 keeps a client's subscriptions in a plain object: a subscription to the
+    // topic `constructor` or `__proto__` found Object's own members there and ended the process
+    // (mqemitter asserts on the listener it then removes), and each distinct topic name gave the
+    // object a hidden class of its own (about 120 bytes per client). aedes 1.2 used an object
+    // without prototype; so does gatewayd, before any subscription is made or restored.
+    (client as unknown as { subscriptions: Record<string, unknown> }).subscriptions = Object.create(null) as Record<string, unknown>;
     client.gatewayd = new ClientState(transport, remote, ctx.cfg.maxPublishesPerSecond);
-    if (!watchInboundPackets(client) && !this.inboundHookMissingLogged) {
+    if (!watchInboundPackets(client, this.onParserError) && !this.inboundHookMissingLogged) {
       this.inboundHookMissingLogged = true;
-      ctx.log.warn('aedes client parser has an unexpected shape: shared subscriptions and MQTT 5 flow control are off');
+      ctx.log.warn('aedes client parser has an unexpected shape: shared subscriptions, MQTT 5 flow control and the answer to unknown protocol levels are off');
     }
-    this.answerUnsupportedVersion(client, conn);
-    conn.once('close', () => {
-      this.sessions.forget(client);
-      client.gatewayd?.mqtt5?.closed();
-      ctx.shared?.forget(client as never);
-    });
+    (conn as Connection)[CLIENT] = client;
+    conn.on('close', this.onConnectionClose);
   }
 
   /** Bytes received and sent on all connections so far. */
@@ -72,13 +94,11 @@ export class Connections {
    * code 1 before the connection closes (mosquitto does the same). mqtt-packet's parser rejects
    * it before aedes sees a CONNECT, and aedes then destroys the socket: answer first.
    */
-  private answerUnsupportedVersion(client: GatewayClient, conn: Duplex): void {
-    const parser = client._parser as { prependListener?: (event: 'error', fn: (err: Error) => void) => void } | undefined;
-    parser?.prependListener?.('error', (err: Error) => {
-      if (!/protocol version/i.test(err.message) || client.connected) return;
-      const st = stateOf(client);
-      if (conn.writable) conn.write(Buffer.from([0x20, 0x02, 0x00, 0x01]));
-      if (st && !st.refusalCounted) recordRefusal(this.ctx, st, { returnCode: 1, reason: err.message });
-    });
-  }
+  private readonly onParserError = (client: GatewayClient, err: Error): void => {
+    if (!/protocol version/i.test(err.message) || client.connected) return;
+    const st = stateOf(client);
+    const conn = client.conn as Duplex | undefined;
+    if (conn?.writable) conn.write(Buffer.from([0x20, 0x02, 0x00, 0x01]));
+    if (st && !st.refusalCounted) recordRefusal(this.ctx, st, { returnCode: 1, reason: err.message });
+  };
 }

@@ -21,22 +21,28 @@ export interface NumberedDeliveries {
   duplicates: Record<string, number>;
 }
 
-/** Wraps aedes' own delivery functions of the client (before any other wrapper). */
+/** Right before aedes' own delivery function of `client` sees `packet`: lets an older message pass its check. */
+export function letPass(client: Pick<NumberedDeliveries, 'duplicates'>, packet: QueuedDelivery): void {
+  const id = packet.brokerId;
+  const counter = packet.brokerCounter;
+  if (!id || counter === undefined) return;
+  const last = client.duplicates[id];
+  if (last !== undefined && last > counter) client.duplicates[id] = counter - 1;
+}
+
+/**
+ * Wraps aedes' own delivery functions of the client (before any other wrapper): an MQTT 5
+ * client's, under its flow control. An MQTT 3.1.1 client's order is kept by the merge of
+ * overlapping subscriptions, which wraps them anyway (one wrapper less per client).
+ */
 export function deliverOutOfOrder(client: NumberedDeliveries): void {
   const { deliver0, deliverQoS } = client;
-  const letPass = (packet: QueuedDelivery) => {
-    const id = packet.brokerId;
-    const counter = packet.brokerCounter;
-    if (!id || counter === undefined) return;
-    const last = client.duplicates[id];
-    if (last !== undefined && last > counter) client.duplicates[id] = counter - 1;
-  };
   client.deliver0 = (packet, done) => {
-    letPass(packet);
+    letPass(client, packet);
     deliver0(packet, done);
   };
   client.deliverQoS = (packet, done) => {
-    letPass(packet);
+    letPass(client, packet);
     deliverQoS(packet, done);
   };
 }

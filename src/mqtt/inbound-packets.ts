@@ -4,25 +4,48 @@
 // listener: an emitter with several copies its listener list at every packet). For:
 // - SUBSCRIBE and UNSUBSCRIBE, any version: shared subscription filters (mqtt5/shared-subscriptions.ts);
 // - MQTT 5 connections: flow control (mqtt5/mqtt5-connection.ts).
+// The parser also reports a CONNECT of an unknown protocol level first to the broker (its
+// 'error' listener, ahead of aedes'). Both listeners are shared by every parser ('this' is the
+// parser, which carries its client and aedes' listener): no closures per connection.
 import type { EventEmitter } from 'node:events';
 import type { GatewayClient } from './client-state.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
 import type { InboundPacket } from './packet-types.js';
 
+const CLIENT = Symbol('gatewayd.client');
+const AEDES_LISTENER = Symbol('gatewayd.aedesListener');
+const ON_ERROR = Symbol('gatewayd.onError');
+
+type ParserErrorHandler = (client: GatewayClient, err: Error) => void;
+interface WatchedParser extends EventEmitter {
+  [CLIENT]: GatewayClient;
+  [AEDES_LISTENER]: (this: unknown, packet: InboundPacket) => void;
+  [ON_ERROR]: ParserErrorHandler;
+}
+
+function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
+  const cmd = packet.cmd;
+  if (cmd === 'subscribe' || cmd === 'unsubscribe') renameSharedFilters(packet);
+  const mqtt5 = this[CLIENT].gatewayd?.mqtt5;
+  if (mqtt5 !== undefined) mqtt5.inbound(packet);
+  this[AEDES_LISTENER].call(this, packet);
+}
+
+function parserError(this: WatchedParser, err: Error): void {
+  this[ON_ERROR](this[CLIENT], err);
+}
+
 /** False when the parser has an unexpected shape (a changed dependency). */
-export function watchInboundPackets(client: GatewayClient): boolean {
-  const parser = client._parser as EventEmitter | undefined;
+export function watchInboundPackets(client: GatewayClient, onError: ParserErrorHandler): boolean {
+  const parser = client._parser as WatchedParser | undefined;
   if (!parser || typeof parser.listeners !== 'function') return false;
   const listeners = parser.listeners('packet');
   if (listeners.length !== 1) return false;
-  const aedesListener = listeners[0] as (this: unknown, packet: InboundPacket) => void;
+  parser[CLIENT] = client;
+  parser[AEDES_LISTENER] = listeners[0] as WatchedParser[typeof AEDES_LISTENER];
+  parser[ON_ERROR] = onError;
   parser.removeAllListeners('packet');
-  parser.on('packet', function inboundPacket(this: unknown, packet: InboundPacket): void {
-    const cmd = packet.cmd;
-    if (cmd === 'subscribe' || cmd === 'unsubscribe') renameSharedFilters(packet);
-    const mqtt5 = client.gatewayd?.mqtt5;
-    if (mqtt5 !== undefined) mqtt5.inbound(packet);
-    aedesListener.call(this, packet);
-  });
+  parser.on('packet', inboundPacket);
+  parser.prependListener('error', parserError);
   return true;
 }

@@ -1,47 +1,52 @@
 import type { IncomingMessage } from 'node:http';
-import { Ajv, type ValidateFunction } from 'ajv';
 import type { RequestHandler, Response } from 'express';
 import type { BrokerHooks, VerneHook } from '../../broker-hooks/index.js';
 import { BadRequestError, InternalError, PayloadTooLargeError } from '../../errors/errors.js';
+import { compileResponseValidators, loadRequestValidators, type SchemaCheck } from '../compiled-validators.js';
 import { loadOpenApiDocument } from '../openapi-document.js';
+import { describeFailures } from '../request-validator.js';
 
 type Json = any;
 const PREFIX = '/api/broker/hooks';
 
 interface HookOperation {
-  contentType: 'application/json' | 'application/x-www-form-urlencoded';
-  validateBody: ValidateFunction;
-  /** Required header parameters and their allowed values (the VerneMQ hook name). */
-  headers: { name: string; allowed: readonly string[] }[];
-  /** Tests: the 200 answer's schema by content type. */
-  validateAnswer?: ValidateFunction;
+  contentType: string;
+  /** The operation's header rules (the VerneMQ hook name), checked on { query, headers, params }. */
+  checkHeaders: SchemaCheck;
+  /** The body's schema, checked on { body }. */
+  checkBody: SchemaCheck;
+  /** Tests: the 200 answer's schema, checked on { response }. */
+  checkAnswer?: SchemaCheck;
 }
 
 /**
- * The hooks' operations compiled from the OpenAPI document itself (its request body, header and
- * answer schemas), so that the hooks validate exactly what the document says without the
- * generic pipeline (router, express-openapi-validator): a cluster asks once per login, topic or
- * publish, and that pipeline was most of a decision's cost (docs/scaling-out.md).
+ * The hooks' operations with the validators the build compiled from the OpenAPI document (its
+ * request body, header and answer schemas), so that the hooks validate exactly what the document
+ * says without the generic pipeline (router, request validation middleware): a cluster asks once
+ * per login, topic or publish, and that pipeline was most of a decision's cost (docs/scaling-out.md).
  */
-function compileOperations(validateAnswers: boolean): Map<string, HookOperation> {
-  const doc = loadOpenApiDocument() as Json;
-  const deref = (node: Json) => (typeof node?.$ref === 'string' ? node.$ref.slice(2).split('/').reduce((o: Json, k: string) => o?.[k], doc) : node);
-  const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false });
+function hookOperations(validateAnswers: boolean): Map<string, HookOperation> {
+  const validators = loadRequestValidators();
+  const answers = validateAnswers ? compileResponseValidators(loadOpenApiDocument()) : undefined;
   const ops = new Map<string, HookOperation>();
-  for (const [path, item] of Object.entries<Json>(doc.paths)) {
-    if (!path.startsWith(`${PREFIX}/`) || !item.post) continue;
-    const content = deref(item.post.requestBody).content as Record<string, { schema: Json }>;
-    const contentType = Object.keys(content)[0] as HookOperation['contentType'];
-    const answer = deref(item.post.responses['200']).content as Record<string, { schema: Json }>;
-    const answerSchema = Object.values(answer)[0]!.schema;
-    ops.set(path.slice(PREFIX.length), {
-      contentType,
-      validateBody: ajv.compile(deref(content[contentType]!.schema)),
-      headers: ((item.post.parameters ?? []) as Json[]).map(deref).filter((p) => p.in === 'header' && p.required).map((p) => ({ name: String(p.name).toLowerCase(), allowed: p.schema.enum ?? [] })),
-      ...(validateAnswers ? { validateAnswer: ajv.compile(deref(answerSchema)) } : {}),
+  for (const op of validators.operations) {
+    const media = op.body?.media[0];
+    if (op.method !== 'POST' || !op.template.startsWith(`${PREFIX}/`) || !media?.validator) continue;
+    const answer = answers?.plan(`POST ${op.template}`)?.byStatus['200']?.media;
+    ops.set(op.template.slice(PREFIX.length), {
+      contentType: media.type,
+      checkHeaders: validators.check(op.general),
+      checkBody: validators.check(media.validator),
+      ...(answers && answer ? { checkAnswer: answers.check(Object.values(answer)[0]!) } : {}),
     });
   }
   return ops;
+}
+
+/** The first failure of a check as a 400 (a cluster's request: one reason is enough). */
+function refusal(check: SchemaCheck): BadRequestError {
+  const { message, errors } = describeFailures((check.errors ?? []).slice(0, 1), 'request');
+  return new BadRequestError(message, errors);
 }
 
 function readBody(req: IncomingMessage, limit: number): Promise<string> {
@@ -78,7 +83,7 @@ function parseForm(text: string): Record<string, string> {
  */
 export function brokerHookEndpoint(deps: { hooks: BrokerHooks; bodyLimitBytes: number; validateAnswers?: boolean }): RequestHandler {
   const { hooks } = deps;
-  const ops = compileOperations(deps.validateAnswers ?? false);
+  const ops = hookOperations(deps.validateAnswers ?? false);
 
   const handlers: Record<string, (body: Json, hook: string | undefined, res: Response) => Promise<unknown> | unknown> = {
     '/rabbitmq/user': async (body) => hooks.rabbitmq.user(body),
@@ -99,13 +104,8 @@ export function brokerHookEndpoint(deps: { hooks: BrokerHooks; bodyLimitBytes: n
     if (!op || req.method !== 'POST') return next(); // the generic pipeline answers 404 / 405
     const type = (req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== op.contentType) throw Object.assign(new Error(`unsupported media type ${type || '(none)'}: send ${op.contentType}`), { status: 415 });
-    let hook: string | undefined;
-    for (const header of op.headers) {
-      hook = req.get(header.name);
-      if (hook === undefined || !header.allowed.includes(hook)) {
-        throw new BadRequestError(`header ${header.name} must be one of ${header.allowed.join(', ')}`, [{ path: `/headers/${header.name}`, message: `must be one of ${header.allowed.join(', ')}` }]);
-      }
-    }
+    if (!op.checkHeaders({ query: {}, headers: req.headers, params: {} })) throw refusal(op.checkHeaders);
+    const hook = req.get('vernemq-hook');
     const text = await readBody(req, deps.bodyLimitBytes);
     let body: Json;
     try {
@@ -113,13 +113,9 @@ export function brokerHookEndpoint(deps: { hooks: BrokerHooks; bodyLimitBytes: n
     } catch {
       throw new BadRequestError('request body is not valid JSON');
     }
-    if (!op.validateBody(body)) {
-      const e = op.validateBody.errors![0]!;
-      const at = `/body${e.instancePath}`;
-      throw new BadRequestError(`request${at} ${e.message ?? 'is invalid'}`, [{ path: at, message: e.message ?? 'is invalid' }]);
-    }
+    if (!op.checkBody({ body })) throw refusal(op.checkBody);
     const answer = await handlers[req.path]!(body, hook, res);
-    if (op.validateAnswer && !op.validateAnswer(answer)) throw new InternalError(`answer of ${req.path} breaks the document: ${JSON.stringify(op.validateAnswer.errors)}`);
+    if (op.checkAnswer && !op.checkAnswer({ response: answer })) throw new InternalError(`answer of ${req.path} breaks the document: ${JSON.stringify(op.checkAnswer.errors)}`);
     if (typeof answer === 'string') res.type('text/plain').send(answer);
     else res.json(answer);
   };

@@ -7,6 +7,7 @@
 import type { Client } from 'aedes';
 import { storeCannotWrite, type BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
+import { OverlappingSubscriptions } from '../mqtt5/overlapping-subscriptions.js';
 import { filterAsWritten, filterToAuthorize, isSharedFilter } from '../mqtt5/shared-subscriptions.js';
 
 export type AuthorizeSubscribeHook = (client: Client, sub: { topic: string; qos: number }, callback: (error: Error | null, subscription?: any) => void) => void;
@@ -32,7 +33,12 @@ export function createAuthorizeSubscribe(ctx: BrokerContext): AuthorizeSubscribe
       ctx.log.info('mqtt subscription refused', { clientId: client.id, username: st?.principal?.username, filter: filterAsWritten(sub.topic), ...(unstorable ? { reason: 'the store cannot write' } : {}) });
     } else {
       if (shared) ctx.shared?.expect(client as never, sub.topic);
-      st!.overlap?.subscriptionGranted(sub.topic);
+      // Before aedes takes the client's delivery functions for this subscription (restored ones
+      // too): the order keeping innermost (an MQTT 5 client's is there since pre-connect, under its
+      // flow control), the merge outermost.
+      // An MQTT 3.1.1 client's order is kept by the merge's wrapper itself (no wrapper under it).
+      st!.overlap ??= new OverlappingSubscriptions(client as never, st!.mqtt5 === undefined);
+      st!.overlap.subscriptionGranted(sub.topic);
     }
     // null: Aedes answers 0x80 for this filter in the SUBACK and keeps the client connected.
     callback(null, ok ? sub : null);

@@ -13,7 +13,6 @@ import type { BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
 import { deliverOutOfOrder } from '../delivery-order.js';
 import { Mqtt5Connection, type ConnectProperties, type Mqtt5Options } from '../mqtt5/mqtt5-connection.js';
-import { OverlappingSubscriptions } from '../mqtt5/overlapping-subscriptions.js';
 
 export interface ConnectPacket {
   clientId?: string;
@@ -46,13 +45,14 @@ export function createPreConnect(ctx: BrokerContext): PreConnectHook {
   return (client, packet, callback) => {
     const st = stateOf(client);
     if (!st) return callback(new Error('unknown connection'), false);
-    // Before aedes restores or adds any subscription: the client's delivery functions are wrapped
-    // (messages that arrive out of their order kept, flow control of MQTT 5, then the merge of
-    // overlapping subscriptions; delivery-order.ts, mqtt5/).
-    if (st.overlap === undefined) {
+    // Before aedes restores or adds any subscription, an MQTT 5 client's delivery functions are
+    // wrapped: messages that arrive out of their order kept, then its flow control
+    // (delivery-order.ts, mqtt5/). The merge of overlapping subscriptions wraps them at the first
+    // subscription granted (authorize-subscribe.ts), and keeps an MQTT 3.1.1 client's order
+    // itself: a client that never subscribes carries neither.
+    if (st.mqtt5 === undefined && packet.protocolVersion === 5) {
       deliverOutOfOrder(client as never);
-      if (packet.protocolVersion === 5) st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
-      st.overlap = new OverlappingSubscriptions(client as never);
+      st.mqtt5 = new Mqtt5Connection(client, packet.properties ?? {}, mqtt5);
     }
     const clientId = packet.clientId ?? '';
     const maxKeepalive = cfg.maxKeepaliveSeconds;

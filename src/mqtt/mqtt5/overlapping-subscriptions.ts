@@ -8,11 +8,14 @@
 // A client's subscriptions are noted as they are granted; once two can overlap (most clients'
 // never do), the first copy of each live message is completed before it goes (every matching
 // identifier, the highest granted QoS) and the other copies of that message are dropped here.
-// Until then a delivery costs one flag test. All copies of one message reach the client's
+// Until then a delivery costs one flag test. Made at the client's first granted subscription
+// (authorize-subscribe.ts, which aedes also calls for the subscriptions it restores, before it
+// takes the client's delivery functions for them): a client that only publishes carries none. All copies of one message reach the client's
 // delivery functions in one synchronous pass of aedes' emitter, so "the same message as the last
 // one" is how a further copy is told apart, also when flow control holds the first one back.
 import { topicMatches } from '../persistence/topic-filter.js';
 import type { DeliverFn, QueuedDelivery } from './flow-control.js';
+import { letPass } from '../delivery-order.js';
 import { isSharedFilter } from './shared-subscriptions.js';
 
 /** What aedes keeps per subscription of a client (client.subscriptions[filter]). */
@@ -28,6 +31,8 @@ export interface SubscriberView {
   subscriptions: Record<string, ClientSubscription>;
   deliver0: DeliverFn;
   deliverQoS: DeliverFn;
+  /** aedes' record of the last message delivered per broker (delivery-order.ts). */
+  duplicates: Record<string, number>;
 }
 
 interface LiveDelivery extends QueuedDelivery {
@@ -54,29 +59,60 @@ export function filtersOverlap(a: string, b: string): boolean {
 
 export class OverlappingSubscriptions {
   private overlapping = false;
-  /** Filters granted so far, while none overlap (made at the first). */
+  /** The first filter granted, and the others while none overlap (a set from the second on). */
+  private first: string | undefined;
   private granted: Set<string> | undefined;
   private lastBrokerId: string | undefined;
   private lastCounter = -1;
 
-  /** Wraps the client's deliver0/deliverQoS (before any subscription of it exists). */
-  constructor(private readonly client: SubscriberView) {
-    const deliver0 = client.deliver0;
-    const deliverQoS = client.deliverQoS;
-    client.deliver0 = (packet, done) => (this.overlapping ? this.merge(packet, done, deliver0, deliver0, deliverQoS) : deliver0(packet, done));
-    client.deliverQoS = (packet, done) => (this.overlapping ? this.merge(packet, done, deliverQoS, deliver0, deliverQoS) : deliverQoS(packet, done));
+  /** The client's delivery functions it wraps. */
+  private readonly deliver0: DeliverFn;
+  private readonly deliverQoS: DeliverFn;
+
+  /**
+   * Wraps the client's deliver0/deliverQoS (before any subscription of it exists) with functions
+   * bound to this object (no closures per client). `keepOrder`: right before them, also does what
+   * delivery-order.ts does (an MQTT 3.1.1 client, whose functions nothing else wraps).
+   */
+  constructor(
+    private readonly client: SubscriberView,
+    private readonly keepOrder = false,
+  ) {
+    this.deliver0 = client.deliver0;
+    this.deliverQoS = client.deliverQoS;
+    client.deliver0 = deliverThrough0.bind(this);
+    client.deliverQoS = deliverThroughQoS.bind(this);
+  }
+
+  /** A delivery of aedes through the client's deliver0 (qos false) or deliverQoS. */
+  deliver(qos: boolean, packet: LiveDelivery, done: (err?: unknown) => void): void {
+    const same = qos ? this.deliverQoS : this.deliver0;
+    if (this.overlapping) this.merge(packet, done, same);
+    else this.send(same, packet, done);
+  }
+
+  private send(fn: DeliverFn, packet: LiveDelivery, done: (err?: unknown) => void): void {
+    if (this.keepOrder) letPass(this.client, packet);
+    fn(packet, done);
   }
 
   /** A subscription was granted (the filter as aedes names it). */
   subscriptionGranted(filter: string): void {
     if (this.overlapping || isSharedFilter(filter)) return;
-    const granted = (this.granted ??= new Set());
-    if (granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(granted, filter)) {
-      this.overlapping = true;
-      this.granted = undefined;
+    if (this.first === undefined || this.first === filter) {
+      if (!this.overlapsAny(Object.keys(this.client.subscriptions), filter)) this.first = filter;
+      else this.overlap();
       return;
     }
+    const granted = (this.granted ??= new Set([this.first]));
+    if (granted.size >= TRACKING_LIMIT || this.overlapsAny(Object.keys(this.client.subscriptions), filter) || this.overlapsAny(granted, filter)) return this.overlap();
     granted.add(filter);
+  }
+
+  private overlap(): void {
+    this.overlapping = true;
+    this.first = undefined;
+    this.granted = undefined;
   }
 
   private overlapsAny(filters: Iterable<string>, filter: string): boolean {
@@ -86,10 +122,10 @@ export class OverlappingSubscriptions {
     return false;
   }
 
-  private merge(packet: LiveDelivery, done: (err?: unknown) => void, same: DeliverFn, deliver0: DeliverFn, deliverQoS: DeliverFn): void {
+  private merge(packet: LiveDelivery, done: (err?: unknown) => void, same: DeliverFn): void {
     const brokerId = packet.brokerId;
     // Retained messages sent for a new subscription carry no broker id (and that subscription's identifier).
-    if (!brokerId) return same(packet, done);
+    if (!brokerId) return this.send(same, packet, done);
     const counter = packet.brokerCounter ?? 0;
     if (brokerId === this.lastBrokerId && counter === this.lastCounter) {
       setImmediate(done); // a further copy of the message just delivered
@@ -108,13 +144,21 @@ export class OverlappingSubscriptions {
       if (sub.qos > qos) qos = sub.qos;
       if (sub.si !== undefined && !ids.includes(sub.si)) ids.push(sub.si);
     }
-    if (qos < 0) return same(packet, done);
+    if (qos < 0) return this.send(same, packet, done);
     let properties = packet.properties;
     if (properties?.subscriptionIdentifier !== undefined || ids.length > 0) {
       const { subscriptionIdentifier: _one, ...rest } = properties ?? {};
       properties = ids.length === 0 ? rest : { ...rest, subscriptionIdentifier: ids.length === 1 ? ids[0] : ids };
     }
     const out: LiveDelivery = { ...packet, qos: Math.min(packet.qos, qos), ...(properties ? { properties } : {}) };
-    (out.qos > 0 ? deliverQoS : deliver0)(out, done);
+    this.send(out.qos > 0 ? this.deliverQoS : this.deliver0, out, done);
   }
+}
+
+function deliverThrough0(this: OverlappingSubscriptions, packet: LiveDelivery, done: (err?: unknown) => void): void {
+  this.deliver(false, packet, done);
+}
+
+function deliverThroughQoS(this: OverlappingSubscriptions, packet: LiveDelivery, done: (err?: unknown) => void): void {
+  this.deliver(true, packet, done);
 }
