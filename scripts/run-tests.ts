@@ -73,24 +73,32 @@ function run(mocha: Mocha): Promise<Map<string, number>> {
   });
 }
 
+interface FileTime {
+  ms: number;
+  /** When it ended, from the start of `npm test`'s runs. */
+  endedAt: number;
+}
+
 /**
  * Each file's wall time in the worker pool. Workers take files in queue order, one at a time, so
  * the k-th file of the queue (k >= jobs) starts when the (k - jobs + 1)-th report comes in.
  */
-function poolTimes(queue: string[], ended: Map<string, number>, jobs: number, startedAt: number): Map<string, number> {
+function poolTimes(queue: string[], ended: Map<string, number>, jobs: number, startedAt: number): Map<string, FileTime> {
   const reports = [...ended.values()].sort((a, b) => a - b);
-  const times = new Map<string, number>();
+  const times = new Map<string, FileTime>();
   queue.forEach((file, k) => {
     const end = ended.get(file);
     const start = k < jobs ? startedAt : reports[k - jobs];
-    if (end !== undefined && start !== undefined) times.set(file, end - start);
+    if (end !== undefined && start !== undefined) times.set(file, { ms: end - start, endedAt: end - startedAt });
   });
   return times;
 }
 
-function printTimes(times: Map<string, number>): void {
-  console.log('  wall time per file, slowest first (parallel files: while sharing the machine):');
-  for (const [file, ms] of [...times].sort((a, b) => b[1] - a[1])) console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${relative(testDir, file)}`);
+function printTimes(times: Map<string, FileTime>, phases: string): void {
+  console.log(`  ${phases}; wall time per file, slowest first (parallel files: while sharing the machine), and when it ended:`);
+  for (const [file, t] of [...times].sort((a, b) => b[1].ms - a[1].ms)) {
+    console.log(`  ${(t.ms / 1000).toFixed(1).padStart(6)} s  ${relative(testDir, file).padEnd(48)} ${(t.endedAt / 1000).toFixed(0).padStart(5)} s`);
+  }
   console.log();
 }
 
@@ -102,7 +110,7 @@ async function main(): Promise<number> {
   const tally = createTally();
   const reporter = tallyingSpecReporter(tally);
   const started = Date.now();
-  let times = new Map<string, number>();
+  let times = new Map<string, FileTime>();
 
   if (parallel.length) {
     const mocha = new Mocha({ ...mochaOptions(), parallel: true, jobs });
@@ -110,6 +118,7 @@ async function main(): Promise<number> {
     for (const f of parallel) mocha.addFile(f);
     times = poolTimes(parallel, await run(mocha), jobs, started);
   }
+  const parallelMs = Date.now() - started;
   if (alone.length) console.log(`\n  run alone, one after another: ${alone.map((f) => relative(testDir, f)).join(', ')}`);
   for (const file of alone) {
     const mocha = new Mocha(mochaOptions());
@@ -124,11 +133,12 @@ async function main(): Promise<number> {
     }
     const fileStarted = Date.now();
     await run(mocha);
-    times.set(file, Date.now() - fileStarted);
+    times.set(file, { ms: Date.now() - fileStarted, endedAt: Date.now() - started });
   }
 
   printSummary(tally, Date.now() - started);
-  if (timings) printTimes(times);
+  const phases = `${parallel.length} files in parallel (${jobs} workers) ${(parallelMs / 1000).toFixed(0)} s, ${alone.length} alone ${((Date.now() - started - parallelMs) / 1000).toFixed(0)} s`;
+  if (timings) printTimes(times, phases);
   return tally.failed.length > 0 ? 1 : 0;
 }
 

@@ -175,12 +175,15 @@ describe('Modbus RTU on a serial line (socat pty pair)', function () {
   });
 });
 
+// The meter waits 1 s for an answer: it must stay connected (holding the line open at 9600) while
+// other units time out; with 200 ms a loaded machine (test files run in parallel) sometimes made
+// it time out too, and the line closed under the settings test.
 const usbYaml = (path: string) => `
 description: A USB RS-485 adapter with a meter, and a unit id nobody answers to
 resources:
   meter:
     type: Connection
-    properties: {protocol: Modbus, configuration: {path: ${path}, unitId: 1, timeoutMs: 200}}
+    properties: {protocol: Modbus, configuration: {path: ${path}, unitId: 1, timeoutMs: 1000}}
   ghost:
     type: Connection
     properties: {protocol: Modbus, configuration: {path: ${path}, unitId: 7, timeoutMs: 200}}
