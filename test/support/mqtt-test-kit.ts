@@ -400,7 +400,16 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
     throw err;
   }
   const granted = (/Subscribed \(mid: \d+\): ([^\n]*)\n/.exec(stdout)?.[1] ?? '').split(',').map((c) => Number(c.trim()));
-  return { result: withTimeout(result, ms, 'mosquitto_sub did not finish'), kill: () => child.kill('SIGKILL'), granted };
+  let bounded: Promise<CliResult> | undefined;
+  return {
+    // Bounded from when the caller first waits for the exit, not from the SUBACK: a test may do
+    // much in between (a browser test signs in and clicks through dialogs before the kick).
+    get result() {
+      return (bounded ??= withTimeout(result, ms, 'mosquitto_sub did not finish'));
+    },
+    kill: () => child.kill('SIGKILL'),
+    granted,
+  };
 }
 
 /** A CONNACK as a client received it: the session present flag and the return / reason code. */
