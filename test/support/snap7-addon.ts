@@ -86,8 +86,17 @@ async function findOrBuild(): Promise<string> {
   // binding.gyp runs `node -e "require('nan')"`: this Node first on PATH; nan resolves from node_modules above.
   const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}` };
   await run(process.execPath, [nodeGyp(), 'rebuild', `--nodedir=${nodeHeaders()}`, '-j', '2'], { cwd: work, env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(work, dir);
+  // Test files run in parallel workers: another one may have built it meanwhile. A build that
+  // loads stays; a rename onto a folder that is there again fails, and ours goes instead.
+  if (!(await loads(built))) {
+    rmSync(dir, { recursive: true, force: true });
+    try {
+      renameSync(work, dir);
+    } catch (err) {
+      if (!['ENOTEMPTY', 'EEXIST'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+    }
+  }
+  rmSync(work, { recursive: true, force: true });
   if (!(await loads(built))) throw new Error(`the snap7 addon built in ${dir} does not load in Node ${process.version}`);
   return built;
 }
