@@ -194,6 +194,22 @@ describe('bridge queue', () => {
     expect(queue('svc.a').figures().messages).to.equal(0);
   });
 
+  it('holds nothing when made again right after it was cleared, before the removal is on disk (a bridge removed and added back)', async () => {
+    const q = queue('svc.cloud');
+    await Promise.all([1, 2].map((n) => stored(q, n)));
+    expect(onDisk('svc.cloud')).to.deep.equal([1, 2]);
+    q.clear();
+    // The removal is staged (due in the next commit): the new queue must not read the disk alone.
+    expect(onDisk('svc.cloud')).to.deep.equal([1, 2]);
+    const again = queue('svc.cloud');
+    expect(again.figures().messages).to.equal(0);
+    expect(drain(again)).to.deep.equal([]);
+    await stored(again, 3);
+    expect(drain(again)).to.deep.equal([3]);
+    await again.settled();
+    expect(onDisk('svc.cloud')).to.deep.equal([]);
+  });
+
   it('counts the message as dropped when the store cannot write; its publisher is not held', async () => {
     const q = queue('b');
     const closed = { ...store, isOpen: () => false };

@@ -109,7 +109,7 @@ describe('bridges to an upstream Mosquitto', function () {
     try {
       proxy.cut();
       const urls = [`mqtt://127.0.0.1:${proxy.port}`, `mqtt://127.0.0.1:${second.port}`];
-      await putService(gw, admin, 'fo', bridgeService('b', { urls, runAs: 'bridge-fo', topics: [{ pattern: 'plant/#', direction: 'out', qos: 1 }] }));
+      await putService(gw, admin, 'fo', bridgeService('b', { urls, runAs: 'bridge-fo', remote: { keepaliveSeconds: 1 }, topics: [{ pattern: 'plant/#', direction: 'out', qos: 1 }] }));
       expect((await bridgeState(gw, 'fo.b')).remote.connectedTo).to.equal(urls[1]);
       const up = await upstreamClient(mosquitto.port);
       await subscribe(up.client, 'plant/#', 1);

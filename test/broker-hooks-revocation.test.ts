@@ -188,13 +188,8 @@ describe('revocation pushes to the clusters', function () {
     expect(verneShow.authorization, 'the API key as the Basic username').to.equal(basic(creds.vernemqKey, ''));
     await fakes.vernemq.until((c) => c.path === `/api/v1/session/disconnect?client-id=${ids.vernemq}&--cleanup`);
     for (const kind of ['rabbitmq', 'vernemq', 'emqx'] as const) expect(fakes[kind].sessions.filter((s) => s.username === u.username), kind).to.deep.equal([]);
-    await withTimeout(
-      (async () => {
-        while (gw.logs().filter((l) => l.message === 'mqtt.sessions.revoked' && l.username === u.username).length < 3) await new Promise((r) => setTimeout(r, 20));
-      })(),
-      5000,
-      'audit lines',
-    );
+    const revokedLine = (l: Record<string, unknown>) => l.message === 'mqtt.sessions.revoked' && l.username === u.username;
+    await gw.waitForLog((l) => revokedLine(l) && gw.logs().filter(revokedLine).length >= 3, 5000);
     const audit = gw.logs().filter((l) => l.message === 'mqtt.sessions.revoked' && l.username === u.username);
     expect(audit.map((l) => l.via).sort()).to.deep.equal(['emqx', 'rabbitmq', 'vernemq']);
     expect(audit.every((l) => l.reason === 'user deleted' && l.audit === true)).to.equal(true);
@@ -273,13 +268,7 @@ describe('revocation pushes to the clusters', function () {
       const authn = await fetch(`${gw2.baseUrl}/api/broker/hooks/emqx/authn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(emqx.authn({ username: u.username, password: GOOD_PASSWORD, clientId: 'e-down' })) });
       expect(((await authn.json()) as { result: string }).result).to.equal('allow');
       expect((await gw2.api('DELETE', `/api/users/${u.id}`, { token: await gw2.login() })).status).to.equal(200);
-      await withTimeout(
-        (async () => {
-          while (!gw2.logs().some((l) => l.message === 'cluster revocation push failed, retrying' && l.via === 'emqx')) await new Promise((r) => setTimeout(r, 20));
-        })(),
-        5000,
-        'no retry logged',
-      );
+      await gw2.waitForLog((l) => l.message === 'cluster revocation push failed, retrying' && l.via === 'emqx', 5000);
       down.sessions.push({ username: u.username, clientId: 'e-down' });
       await down.listen(port);
       await down.until((c) => c.method === 'DELETE' && c.path === '/api/v5/clients/e-down', 10_000);

@@ -1,3 +1,4 @@
+// run-alone: it measures V8's young generation and its idle-time shrinking, which CPU taken by other test files would shift.
 // The heap of an idle daemon (src/heap-footprint.ts), in fresh Node processes (V8 flags are per
 // process): the young generation does not grow during start-up, grows again once released, and
 // shrinks back when the process goes idle after a load; a command line that sizes it is left alone.

@@ -39,17 +39,6 @@ function sClient(port: number, ...flags: string[]) {
   return runCli('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'localhost', ...flags]);
 }
 
-/** A log line appears within `ms` (the daemon reports reloads by log only). */
-async function logLine(gw: TestGateway, pred: (l: Record<string, unknown>) => boolean, ms = 10_000): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const line = gw.logs().find(pred);
-    if (line) return line;
-    if (Date.now() > deadline) throw new Error('log line did not appear');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** A GET over TLS to 127.0.0.1:port on `agent`; the answer's status, Connection header and body. */
 function tlsGet(port: number, path: string, agent: Agent): Promise<{ status: number; connection: string | undefined; hsts: string | undefined; body: string }> {
   return new Promise((resolve, reject) => {
@@ -255,7 +244,8 @@ describe('HTTPS', function () {
       // The key first, then the certificate: in between the pair does not fit (kept: the old one).
       await replace(keyFile(), second.serverKey);
       await replace(certFile(), second.serverCert);
-      await logLine(gw, (l) => l.message === 'HTTPS certificate reloaded');
+      // The daemon reports reloads by log only.
+      await gw.waitForLog((l) => l.message === 'HTTPS certificate reloaded');
       const fresh = await peerCertificate(gw.ports.https, both);
       expect(fresh.fingerprint256).to.not.equal(firstFingerprint);
       expect(fresh.issuer.CN).to.equal('test ca');
@@ -273,7 +263,7 @@ describe('HTTPS', function () {
       const warned = gw.logs().length;
       // A certificate whose key is neither of the server keys on disk (whichever it holds now).
       await replace(certFile(), first.clientCert);
-      const warning = await logLine(gw, (l) => gw.logs().indexOf(l) >= warned && l.message === 'HTTPS certificate files changed but cannot be used yet: the previous certificate stays in use');
+      const warning = await gw.waitForLog((l) => gw.logs().indexOf(l) >= warned && l.message === 'HTTPS certificate files changed but cannot be used yet: the previous certificate stays in use');
       expect(String(warning.error)).to.match(/cannot be used together/);
       expect(JSON.stringify(warning)).to.not.include('PRIVATE KEY');
       expect((await peerCertificate(gw.ports.https, [first.caCert, second.caCert])).fingerprint256).to.equal(before);

@@ -1,3 +1,4 @@
+// run-alone: it compares the checkout before and after the install, and other test files write into it (docs/screenshots).
 // scripts/install.sh (issue 13 point 4) into a temporary prefix: it builds in a clean copy,
 // installs exactly the runtime files, fills in the node path, creates the environment file
 // (0640) and the services directory, and leaves the caller's checkout as it was.

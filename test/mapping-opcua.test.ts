@@ -229,7 +229,8 @@ describe('OPC UA in the gateway', function () {
 
     await sub.publishAsync('services/opc/setpoint/set', '4.5');
     await sub.publishAsync('services/opc/setpoint/set', '3000000000');
-    await until(() => (gw.logs().filter((l) => l.message === 'endpoint operation failed' && l.id === 'opc.setpoint').length >= 2 ? true : undefined));
+    const failedWrite = (l: Record<string, unknown>) => l.message === 'endpoint operation failed' && l.id === 'opc.setpoint';
+    await gw.waitForLog((l) => failedWrite(l) && gw.logs().filter(failedWrite).length >= 2);
     const refusals = gw.logs().filter((l) => l.message === 'endpoint operation failed' && l.id === 'opc.setpoint');
     expect(String(refusals[0]!.error)).to.match(/does not fit Int32/);
     expect(plc.setpoint.readValue().value.value).to.equal(-7);
@@ -258,7 +259,7 @@ describe('OPC UA in the gateway', function () {
     await reach('connections', 'opc.plc', 'reconnecting');
     expect((await current('connections', 'opc.plc')).message).to.be.a('string');
     expect((await current('endpoints', 'opc.tempSub')).currentState).to.equal('enabling');
-    await until(() => (gw.logs().some((l) => l.message === 'connection failed, retrying' && l.id === 'opc.plc') ? true : undefined));
+    await gw.waitForLog((l) => l.message === 'connection failed, retrying' && l.id === 'opc.plc');
     expect(gw.logs().find((l) => l.message === 'connection lost' && l.id === 'opc.plc')).to.include({ protocol: 'Opcua' });
     plc = await startTestServer(port);
     await reach('connections', 'opc.plc', 'connected', 15_000);

@@ -10,6 +10,9 @@ import { ADMIN_PASSWORD, startGateway, tempDir, type TestGateway } from './suppo
 import { collect, connect, endAllClients, subscribe, withTimeout } from './support/mqtt-test-kit.js';
 import { startModbusRtuServer, startPtyPair, until, type ModbusRtuTestServer, type PtyPair } from './mapping-support.js';
 
+// Both units wait 1.5 s for an answer: the device simulator shares the test's process, and on a
+// loaded machine (test files run in parallel) 300 ms was sometimes missed with the device there,
+// and the connection went reconnecting in the middle of a test.
 const lineYaml = (path: string) => `
 description: Two devices on one RS-485 line
 resources:
@@ -17,12 +20,12 @@ resources:
     type: Connection
     properties:
       protocol: Modbus
-      configuration: {path: ${path}, baudRate: 19200, parity: even, unitId: 1, timeoutMs: 300}
+      configuration: {path: ${path}, baudRate: 19200, parity: even, unitId: 1, timeoutMs: 1500}
   drive:
     type: Connection
     properties:
       protocol: Modbus
-      configuration: {path: ${path}, baudRate: 19200, parity: even, unitId: 2, timeoutMs: 300}
+      configuration: {path: ${path}, baudRate: 19200, parity: even, unitId: 2, timeoutMs: 1500}
   power:
     type: Endpoint
     properties:
@@ -153,14 +156,14 @@ describe('Modbus RTU on a serial line (socat pty pair)', function () {
     await slave.stop(); // the device end goes silent
     await reach('line.meter', 'reconnecting');
     await reach('line.drive', 'reconnecting');
-    expect((await connection('line.meter')).message).to.match(/^unit 1 on \/dev\/.* did not answer within 300 ms$/);
+    expect((await connection('line.meter')).message).to.match(/^unit 1 on \/dev\/.* did not answer within 1500 ms$/);
     expect((await gw.api('GET', '/api/endpoints/line.power/state', { token: admin })).body).to.equal('enabling');
     const results = collect(client);
     await subscribe(client, 'line/drive/speed/set/result');
     await client.publishAsync('line/drive/speed/set', '900');
     const refused = JSON.parse((await results.until((m) => m.topic === 'line/drive/speed/set/result')).payload);
     expect(refused.ok).to.equal(false);
-    expect(refused.error).to.match(/^not written: connection line\.drive is reconnecting: unit 2 on \/dev\/.* did not answer within 300 ms$/);
+    expect(refused.error).to.match(/^not written: connection line\.drive is reconnecting: unit 2 on \/dev\/.* did not answer within 1500 ms$/);
 
     const inbox = collect(client);
     await subscribe(client, 'services/line/power');
@@ -175,12 +178,15 @@ describe('Modbus RTU on a serial line (socat pty pair)', function () {
   });
 });
 
+// The meter waits 1 s for an answer: it must stay connected (holding the line open at 9600) while
+// other units time out; with 200 ms a loaded machine (test files run in parallel) sometimes made
+// it time out too, and the line closed under the settings test.
 const usbYaml = (path: string) => `
 description: A USB RS-485 adapter with a meter, and a unit id nobody answers to
 resources:
   meter:
     type: Connection
-    properties: {protocol: Modbus, configuration: {path: ${path}, unitId: 1, timeoutMs: 200}}
+    properties: {protocol: Modbus, configuration: {path: ${path}, unitId: 1, timeoutMs: 1000}}
   ghost:
     type: Connection
     properties: {protocol: Modbus, configuration: {path: ${path}, unitId: 7, timeoutMs: 200}}
@@ -256,13 +262,20 @@ describe('Modbus RTU: a silent unit, and the adapter pulled and plugged back (so
   });
 
   it('acknowledges a write the device takes, and one it refuses with its Modbus exception', async () => {
-    const result = (value: string) => inbox.until((m) => m.topic === 'services/usb/limit/set/result' && JSON.stringify(JSON.parse(m.payload).value) === value, 10_000);
-    await client.publishAsync('services/usb/limit/set', '[5]');
-    expect(JSON.parse((await result('[5]')).payload)).to.include({ ok: true });
+    // The answer to a write is the next result on the topic: whatever it says (a write refused
+    // while the connection is away carries no value), the assertion below shows it.
+    const write = async (payload: string) => {
+      const before = inbox.messages.length;
+      await client.publishAsync('services/usb/limit/set', payload);
+      const answer = await inbox.until((m) => m.topic === 'services/usb/limit/set/result' && inbox.messages.indexOf(m) >= before, 10_000);
+      return JSON.parse(answer.payload) as { ok: boolean; value?: unknown; error?: string };
+    };
+    await reach('usb.meter', 'connected');
+    expect(await write('[5]')).to.deep.include({ ok: true, value: [5] });
     expect(slave!.units.get(1)!.holding[999]).to.equal(5);
     // Two registers from 999 go past the device's last one: it answers exception 2 (illegal data address).
-    await client.publishAsync('services/usb/limit/set', '[6,7]');
-    const refused = JSON.parse((await result('[6,7]')).payload);
+    const refused = await write('[6,7]');
+    expect(refused.value).to.deep.equal([6, 7]);
     expect(refused.ok).to.equal(false);
     expect(refused.error).to.match(/illegal data address/i);
     expect(slave!.units.get(1)!.holding[999]).to.equal(5);

@@ -1,3 +1,4 @@
+// run-alone: it waits for V8's background compiler within a time budget, which other test files would eat into.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';

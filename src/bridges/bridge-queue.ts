@@ -112,7 +112,9 @@ export class BridgeQueue {
     let first: number | undefined;
     let last = -1;
     if (this.store.isOpen()) {
-      for (const { key, value } of this.table.db.getRange({ start: [this.id, 0], end: [this.id, MAX_SEQ] })) {
+      // The disk merged with what is staged: a bridge removed and added back before its queue's
+      // removal is committed must not find the removed messages (nor miss staged ones).
+      for (const { key, value } of this.table.range({ start: [this.id, 0], end: [this.id, MAX_SEQ] })) {
         const seq = (key as [string, number])[1];
         first ??= seq;
         last = seq;

@@ -11,6 +11,7 @@ import { loadConfig, type GatewayConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/log/index.js';
 import { createDaemon } from '../../src/daemon.js';
 import { wireGateway, type Gateway } from '../../src/wiring.js';
+import { recordLogs } from './mqtt-test-kit.js';
 
 export const ADMIN_PASSWORD = 'Admin-Passw0rd!';
 /** A password that satisfies the default policy. */
@@ -36,6 +37,8 @@ export interface TestGateway {
   ports: ReturnType<Gateway['ports']>;
   /** Every JSON log line written so far. */
   logs: () => Record<string, unknown>[];
+  /** The first log line matching `pred`, already written or when it is (asked again at every line). */
+  waitForLog(pred: (line: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>>;
   api<T = any>(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string>; raw?: string | Buffer | FormData }): Promise<ApiResponse<T>>;
   login(username?: string, password?: string): Promise<string>;
   /** Creates a user holding exactly these permissions (as direct permissions) and returns its token. */
@@ -79,12 +82,12 @@ export async function startGateway(options: { overrides?: Record<string, unknown
   const dataDir = options.dataDir ?? tempDir();
   const config = testConfig(dataDir, options.overrides);
   const stream = new PassThrough();
-  const lines: Record<string, unknown>[] = [];
+  const recorder = recordLogs();
   createInterface({ input: stream }).on('line', (line) => {
     try {
-      lines.push(JSON.parse(line));
+      recorder.add(JSON.parse(line));
     } catch {
-      lines.push({ unparsed: line });
+      recorder.add({ unparsed: line });
     }
   });
   const log = createLogger({ level: config.log.level, stream });
@@ -138,7 +141,8 @@ export async function startGateway(options: { overrides?: Record<string, unknown
     services: gateway.services,
     mapping: gateway.mapping,
     ports,
-    logs: () => lines,
+    logs: () => recorder.entries,
+    waitForLog: (pred, ms = 10_000) => recorder.waitFor(pred, ms),
     api,
     login,
     userWith,

@@ -109,6 +109,41 @@ export interface TestBroker {
   stop(): Promise<void>;
 }
 
+/** Parsed JSON log lines as they are written, and a wait for one of them (already written or future). */
+export interface LogRecorder {
+  entries: Array<Record<string, unknown>>;
+  add(entry: Record<string, unknown>): void;
+  /** Resolves with the first line matching `pred`; `pred` is asked again at every new line. */
+  waitFor(pred: (line: Record<string, unknown>) => boolean, ms?: number): Promise<Record<string, unknown>>;
+}
+
+export function recordLogs(): LogRecorder {
+  const entries: Array<Record<string, unknown>> = [];
+  const waiters = new Set<{ pred: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }>();
+  return {
+    entries,
+    add(entry) {
+      entries.push(entry);
+      for (const w of waiters) {
+        if (w.pred(entry)) {
+          waiters.delete(w);
+          w.resolve(entry);
+        }
+      }
+    },
+    waitFor(pred, ms = 5000) {
+      const seen = entries.find(pred);
+      if (seen) return Promise.resolve(seen);
+      let waiter!: { pred: typeof pred; resolve: (line: Record<string, unknown>) => void };
+      const found = new Promise<Record<string, unknown>>((resolve) => {
+        waiter = { pred, resolve };
+        waiters.add(waiter);
+      });
+      return withTimeout(found, ms, 'log line not written').finally(() => waiters.delete(waiter));
+    },
+  };
+}
+
 export async function startBroker(
   access: StaticMqttAccess,
   certs: Certs,
@@ -116,22 +151,15 @@ export async function startBroker(
   extra: Partial<BrokerOptions> = {},
 ): Promise<TestBroker> {
   const lines: string[] = [];
-  const logs: Array<Record<string, unknown>> = [];
-  const logWaiters = new Set<{ pred: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }>();
+  const recorder = recordLogs();
+  const logs = recorder.entries;
   const stream = new Writable({
     write(chunk: Buffer, _enc, cb) {
       for (const line of chunk.toString('utf8').split('\n')) {
         if (!line) continue;
         lines.push(line);
         try {
-          const entry = JSON.parse(line) as Record<string, unknown>;
-          logs.push(entry);
-          for (const w of logWaiters) {
-            if (w.pred(entry)) {
-              logWaiters.delete(w);
-              w.resolve(entry);
-            }
-          }
+          recorder.add(JSON.parse(line) as Record<string, unknown>);
         } catch {
           // not JSON: kept in the text only
         }
@@ -165,16 +193,7 @@ export async function startBroker(
     httpPort,
     logs,
     logText: () => lines.join('\n'),
-    waitForLog(pred, ms = 5000) {
-      const seen = logs.find(pred);
-      if (seen) return Promise.resolve(seen);
-      let waiter!: { pred: typeof pred; resolve: (line: Record<string, unknown>) => void };
-      const found = new Promise<Record<string, unknown>>((resolve) => {
-        waiter = { pred, resolve };
-        logWaiters.add(waiter);
-      });
-      return withTimeout(found, ms, 'log line not written').finally(() => logWaiters.delete(waiter));
-    },
+    waitForLog: recorder.waitFor,
     trusted,
     async stop() {
       await broker.stop();
@@ -400,7 +419,16 @@ export async function startMosquittoSub(args: string[], ms = 10_000): Promise<{ 
     throw err;
   }
   const granted = (/Subscribed \(mid: \d+\): ([^\n]*)\n/.exec(stdout)?.[1] ?? '').split(',').map((c) => Number(c.trim()));
-  return { result: withTimeout(result, ms, 'mosquitto_sub did not finish'), kill: () => child.kill('SIGKILL'), granted };
+  let bounded: Promise<CliResult> | undefined;
+  return {
+    // Bounded from when the caller first waits for the exit, not from the SUBACK: a test may do
+    // much in between (a browser test signs in and clicks through dialogs before the kick).
+    get result() {
+      return (bounded ??= withTimeout(result, ms, 'mosquitto_sub did not finish'));
+    },
+    kill: () => child.kill('SIGKILL'),
+    granted,
+  };
 }
 
 /** A CONNACK as a client received it: the session present flag and the return / reason code. */

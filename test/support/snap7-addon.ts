@@ -95,8 +95,17 @@ async function findOrBuild(): Promise<string> {
   const headers = nodeHeaders();
   const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, npm_config_nodedir: headers };
   await run(process.execPath, [nodeGyp(), 'rebuild', `--nodedir=${headers}`, '-j', '2'], { cwd: work, env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(work, dir);
+  // Test files run in parallel workers: another one may have built it meanwhile. A build that
+  // loads stays; a rename onto a folder that is there again fails, and ours goes instead.
+  if (!(await loads(built))) {
+    rmSync(dir, { recursive: true, force: true });
+    try {
+      renameSync(work, dir);
+    } catch (err) {
+      if (!['ENOTEMPTY', 'EEXIST'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+    }
+  }
+  rmSync(work, { recursive: true, force: true });
   const why = await loadError(built);
   if (why !== undefined) throw new Error(`the snap7 addon built in ${dir} with the headers in ${headers} does not load in Node ${process.version}: ${why}`);
   return built;
