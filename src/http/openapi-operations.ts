@@ -80,7 +80,7 @@ function objectOf(props: Record<string, Json>, required: string[]): Json {
 function checkSupported(where: string, p: Json, schema: Json): void {
   if (p.in === 'cookie') throw new Error(`${where}: cookie parameters are not supported`);
   if (p.content) throw new Error(`${where}: parameters with content are not supported`);
-  if (!schema || schema.$ref || schema.type === 'object' || schema.allOf || schema.oneOf || schema.anyOf) throw new Error(`${where}: object parameters are not supported`);
+  if (!schema || schema.type === 'object' || schema.allOf || schema.oneOf || schema.anyOf) throw new Error(`${where}: object parameters are not supported`);
   if (p.style && !(p.in === 'query' && p.style === 'form') && !(p.in !== 'query' && p.style === 'simple')) throw new Error(`${where}: style ${p.style} is not supported`);
   if (schema.type === 'array' && p.in === 'query' && p.explode === false) throw new Error(`${where}: arrays need explode (repeated parameters)`);
   if (p.allowEmptyValue) throw new Error(`${where}: allowEmptyValue is not supported`);
@@ -134,11 +134,12 @@ export function requestValidationPlan(doc: Json): RequestValidationPlan {
       };
       const query: QueryPlan = { names: [], arrays: [], reservedAllowed: [], commaAllowed: [], numbers: {} };
       for (const p of params.values()) {
-        const schema = p.schema;
+        // A named scalar schema (an enum in components) is what it names; validated through its $ref.
+        const schema = p.schema ? deref(doc, p.schema) : p.schema;
         checkSupported(`${where} parameter ${p.name}`, p, schema);
         const part = p.in === 'query' ? 'query' : p.in === 'header' ? 'headers' : 'params';
         const name = p.in === 'header' ? String(p.name).toLowerCase() : String(p.name);
-        parts[part].props[name] = rebased(schema);
+        parts[part].props[name] = rebased(p.schema);
         if (p.required) parts[part].required.push(name);
         if (p.in !== 'query') continue;
         query.names.push(name);
