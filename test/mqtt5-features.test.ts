@@ -123,11 +123,15 @@ describe('MQTT 5 features around aedes (src/mqtt/mqtt5)', function () {
       await subscribe(reader, 'plant/q/#', 1);
       await reader.endAsync();
       const publisher = await connect(tb.port, plant());
-      await publisher.publishAsync('plant/r/short', 'short', { qos: 1, retain: true, properties: { messageExpiryInterval: 2 } });
-      await publisher.publishAsync('plant/r/long', 'long', { qos: 1, retain: true, properties: { messageExpiryInterval: 600 } });
-      await publisher.publishAsync('plant/r/forever', 'forever', { qos: 1, retain: true });
-      await publisher.publishAsync('plant/q/short', 'short', { qos: 1, properties: { messageExpiryInterval: 2 } });
-      await publisher.publishAsync('plant/q/long', 'long', { qos: 1, properties: { messageExpiryInterval: 600 } });
+      // All in flight at once: each PUBACK waits for the commit of its message (up to
+      // storage.commitIntervalMs), one after another they could outlast the 2 s expiry.
+      await Promise.all([
+        publisher.publishAsync('plant/r/short', 'short', { qos: 1, retain: true, properties: { messageExpiryInterval: 2 } }),
+        publisher.publishAsync('plant/r/long', 'long', { qos: 1, retain: true, properties: { messageExpiryInterval: 600 } }),
+        publisher.publishAsync('plant/r/forever', 'forever', { qos: 1, retain: true }),
+        publisher.publishAsync('plant/q/short', 'short', { qos: 1, properties: { messageExpiryInterval: 2 } }),
+        publisher.publishAsync('plant/q/long', 'long', { qos: 1, properties: { messageExpiryInterval: 600 } }),
+      ]);
       await restartBroker();
 
       const early = await connect(tb.port, plant());
