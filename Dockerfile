@@ -32,6 +32,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/ui ./dist/ui
 COPY --from=build /app/config ./config
+# The README's links point into docs/ (its pages; .dockerignore leaves the screenshots out).
+COPY docs/*.md ./docs/
 USER gatewayd
 VOLUME ["/var/lib/gatewayd", "/etc/gatewayd/services"]
 # 8443: HTTPS (API, web UI, wss). 8080 serves in full only loopback clients (docs/https.md):

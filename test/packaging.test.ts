@@ -119,6 +119,13 @@ describe('Docker image', () => {
     expect(dockerfile).to.match(/^# Run: +docker run -p 8443:8443 /m);
   });
 
+  it("carries the README and the docs pages its links point to, not the screenshots", () => {
+    const copies = instructions('COPY');
+    expect(copies.some((c) => /(^|\s)\/app\/README\.md(\s|$)/.test(c))).to.equal(true);
+    expect(copies).to.include('docs/*.md ./docs/');
+    expect(readFileSync(join(root, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim())).to.include('docs/screenshots');
+  });
+
   it('keeps data/ (keys, the admin password), .git and build output out of the build context', () => {
     const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
     expect(ignored).to.include.members(['data', '.git', 'node_modules', 'dist']);
