@@ -67,9 +67,15 @@ describe('web UI: Sparkplug edge nodes', function () {
     await node.getByText('waiting for host', { exact: true }).waitFor({ timeout: 15_000 });
     expect(await node.textContent()).to.include('primary host scada');
 
-    // The SCADA host comes online.
+    // The SCADA host says it is offline: the node is away from it for good, and keeps what it
+    // reads (without a STATE the first wait is only tentative for a second: a birth within it
+    // takes back what was kept, docs/sparkplug.md).
     const host = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD, clientId: 'scada-host' });
-    await host.publishAsync('spBv1.0/STATE/scada', JSON.stringify({ online: true, timestamp: Date.now() }), { qos: 1, retain: true });
+    const offlineAt = Date.now();
+    await host.publishAsync('spBv1.0/STATE/scada', JSON.stringify({ online: false, timestamp: offlineAt }), { qos: 1, retain: true });
+    await node.getByText(/^[1-9]\d* kept \(oldest \d+ s ago\) · 0 delivered$/).waitFor({ timeout: 10_000 });
+    // It comes online.
+    await host.publishAsync('spBv1.0/STATE/scada', JSON.stringify({ online: true, timestamp: Math.max(Date.now(), offlineAt + 1) }), { qos: 1, retain: true });
     await node.locator('dd').nth(1).getByText('born', { exact: true }).waitFor({ timeout: 15_000 });
     const device = node.locator('[data-device="press-7"]');
     await device.getByText('born', { exact: true }).waitFor({ timeout: 15_000 });
