@@ -56,6 +56,8 @@ export interface Side {
   linked?(up: boolean): Promise<void>;
   /** Lines it logged so far (gatewayd). */
   logLines?(): number;
+  /** Its log lines about storage so far (gatewayd: the wear budget spent and refilled). */
+  storageLog?(): string[];
   /** gatewayd's storage figures from /metrics. */
   storage?(): Promise<StorageFigures>;
   api?: GatewaydApi;
@@ -70,6 +72,13 @@ export interface StorageFigures {
   commits: number;
   committed: number;
   cancelled: number;
+  /** Present in gatewayd's /metrics (the others' figures leave them out). */
+  journaled?: number;
+  journalCommits?: number;
+  journalBytes?: number;
+  fastCommits?: number;
+  budgetBytes?: number;
+  budgetSpent?: number;
 }
 
 export interface GatewaydApi {
@@ -79,17 +88,25 @@ export interface GatewaydApi {
   login(): Promise<string>;
 }
 
-export async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
+/** gatewayd as npm start runs it, with a bridge to `proxy`; `env`: more settings (GATEWAYD_SET__...), over the GATEWAYD_SET__STORAGE__* of this process. */
+export async function gatewaydSide(proxy: TcpProxy, env: Record<string, string> = {}): Promise<Side> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-flash-'));
   mkdirSync(join(dataDir, 'services'));
   const storageEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GATEWAYD_SET__STORAGE__'))) as Record<string, string>;
   // As npm start: its Node flags, its log level (info); only ports, data dir and admin password set.
-  const { child, ready } = await startDaemonAt(dataDir, NPM_START_FLAGS, { GATEWAYD_LOG_LEVEL: 'info', ...storageEnv });
+  const { child, ready } = await startDaemonAt(dataDir, NPM_START_FLAGS, { GATEWAYD_LOG_LEVEL: 'info', ...storageEnv, ...env });
+  const logged: string[] = [];
   const traceFile = STRACE === '1' ? join(dataDir, '..', `${basename(dataDir)}.strace`) : STRACE;
   const trace = traceFile ? await startWriteTrace(child.pid!, traceFile) : undefined;
   let lines = 0;
+  let partial = '';
   child.stdout!.on('data', (chunk: Buffer) => {
     for (const byte of chunk) if (byte === 10) lines++;
+    // The storage lines (the wear budget spent, refilled), for the benchmarks that wait for them.
+    const text = partial + chunk.toString('utf8');
+    const parts = text.split('\n');
+    partial = parts.pop() ?? '';
+    for (const line of parts) if (line.includes('storage:')) logged.push(line);
   });
   const http = ready.http as number;
   let token = '';
@@ -135,12 +152,19 @@ export async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
     proxy,
     linked: (up) => until(`gatewayd bridge ${up ? 'connected' : 'down'}`, async () => ((await call('GET', '/api/bridges/flash.uplink')).body.currentState === 'connected') === up, 30_000, 100),
     logLines: () => lines,
+    storageLog: () => logged,
     async storage() {
       const text = (await call('GET', '/metrics')).body as string;
       return {
         commits: metric(text, /^gatewayd_storage_commits_total (\d+)/m),
         committed: metric(text, /^gatewayd_storage_writes_total\{outcome="committed"\} (\d+)/m),
         cancelled: metric(text, /^gatewayd_storage_writes_total\{outcome="cancelled"\} (\d+)/m),
+        journaled: metric(text, /^gatewayd_storage_writes_total\{outcome="journaled"\} (\d+)/m),
+        journalCommits: metric(text, /^gatewayd_storage_journal_commits_total (\d+)/m),
+        journalBytes: metric(text, /^gatewayd_storage_journal_written_bytes_total (\d+)/m),
+        fastCommits: metric(text, /^gatewayd_storage_fast_commits_total (\d+)/m),
+        budgetBytes: metric(text, /^gatewayd_storage_wear_budget_bytes (\d+)/m),
+        budgetSpent: metric(text, /^gatewayd_storage_wear_budget_spent (\d+)/m),
       };
     },
     api: { call, login, get: (path, as) => call('GET', path, undefined, undefined, as) },

@@ -74,9 +74,10 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   const store: Store = openStore({ dir: join(config.dataDir, 'db') });
   // When anything of the store touches the flash (docs/design.md §15): every part that keeps data as it
   // runs (broker state, bridge queues, the audit trail...) writes through it; API writes commit at once.
-  const { holdMs, commitIntervalMs, backgroundCommitMs } = config.storage;
-  const storage = createStoragePolicy({ store, timings: { holdMs, commitIntervalMs, backgroundCommitMs }, log: baseLog });
-  const flashWear = createFlashWear({ flash: config.storage.flash, log: baseLog });
+  const { holdMs, commitIntervalMs, backgroundCommitMs, flash } = config.storage;
+  const flashWear = createFlashWear({ flash, log: baseLog });
+  // Durable commits as journal frames; fast ones while the wear budget (every write of the process counts) lasts.
+  const storage = createStoragePolicy({ store, timings: { holdMs, commitIntervalMs, backgroundCommitMs }, wear: flash, readWrittenBytes: () => flashWear.writtenBytes(), journal: true, log: baseLog });
   // The audit trail (docs/design.md §14): every part logs through `log`, whose audit events also go to the store.
   const audit = createAuditTrail({
     store,

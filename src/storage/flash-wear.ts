@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { Part } from '../daemon.js';
 import type { Logger } from '../log/index.js';
 
-/** The flash's own write amplification on top of what the process writes (eMMC: 2–4). */
+/** The flash's own write amplification on top of what the process writes (eMMC: 2–4): storage.flash.writeAmplification's default. */
 export const WRITE_AMPLIFICATION = 3;
 const SECONDS_PER_YEAR = 365.25 * 24 * 3600;
 /** One sample a minute, an hour of them: the rate of the projection. */
@@ -16,6 +16,8 @@ const WINDOW_SAMPLES = 60;
 export interface FlashSpec {
   capacityBytes: number;
   ratedWriteCycles: number;
+  /** Default WRITE_AMPLIFICATION. */
+  writeAmplification?: number;
   warnBelowYears: number;
 }
 
@@ -51,9 +53,9 @@ export function readProcessWriteBytes(): number | undefined {
 }
 
 /** Years of rated endurance at `bytesPerSecond` (Infinity when nothing is written). */
-export function projectedYears(spec: Pick<FlashSpec, 'capacityBytes' | 'ratedWriteCycles'>, bytesPerSecond: number): number {
+export function projectedYears(spec: Pick<FlashSpec, 'capacityBytes' | 'ratedWriteCycles' | 'writeAmplification'>, bytesPerSecond: number): number {
   if (bytesPerSecond <= 0) return Infinity;
-  return (spec.capacityBytes * spec.ratedWriteCycles) / (WRITE_AMPLIFICATION * bytesPerSecond * SECONDS_PER_YEAR);
+  return (spec.capacityBytes * spec.ratedWriteCycles) / ((spec.writeAmplification ?? WRITE_AMPLIFICATION) * bytesPerSecond * SECONDS_PER_YEAR);
 }
 
 export function createFlashWear(deps: { flash: FlashSpec; log: Logger; readWrittenBytes?: () => number | undefined; now?: () => number; sampleMs?: number }): FlashWear {
@@ -64,7 +66,7 @@ export function createFlashWear(deps: { flash: FlashSpec; log: Logger; readWritt
   let timer: NodeJS.Timeout | undefined;
 
   function projection(): FlashProjection {
-    const base = { capacityBytes: deps.flash.capacityBytes, ratedWriteCycles: deps.flash.ratedWriteCycles, writeAmplification: WRITE_AMPLIFICATION };
+    const base = { capacityBytes: deps.flash.capacityBytes, ratedWriteCycles: deps.flash.ratedWriteCycles, writeAmplification: deps.flash.writeAmplification ?? WRITE_AMPLIFICATION };
     const first = samples[0];
     const last = samples[samples.length - 1];
     if (!first || !last || last.at <= first.at) return { ...base, writtenBytesPerSecond: null, windowSeconds: 0, projectedYears: null };

@@ -6,6 +6,11 @@
 // Writes of one owner (a session's queue, a bridge's queue) reach the disk in the order they were
 // first staged: a commit that takes one of them takes every earlier staged write of that owner,
 // so after a crash the disk never holds a message without the ones queued before it.
+//
+// "The disk" is LMDB and the commit journal (commit-journal.ts): a write made durable in the
+// journal stays here (journaled: reads still see it, LMDB does not have it yet) until a compaction
+// writes it to LMDB. A write that replaces a journaled one must be in that compaction too
+// (overJournal): the compaction makes the journal's frames redundant, the older value with them.
 import { compareKeys, type Database, type Key, type RangeOptions } from 'lmdb';
 import type { WriteLedger, WriteTag } from './write-ledger.js';
 
@@ -50,7 +55,13 @@ export interface StagedWrite<V = unknown> {
   dueAt: number;
   readonly owner: string | undefined;
   tags: WriteTag[] | undefined;
-  state: 'staged' | 'committing' | 'done';
+  /**
+   * staged: in memory only; journaling: in a journal frame being written; journaled: durable in
+   * the journal, not in LMDB yet; committing: in an LMDB commit under way; done: left the table.
+   */
+  state: 'staged' | 'journaling' | 'journaled' | 'committing' | 'done';
+  /** It replaces a journaled write (or one being journaled): the next compaction must write it. */
+  overJournal: boolean;
   /**
    * Whether the key may be on disk: true once an earlier write of this id was committed (or is
    * being committed), false for a fresh key, 'unknown' until looked up.
@@ -74,7 +85,29 @@ export interface TableHost {
   cancelled(): void;
 }
 
+/** The options of a database that change how its keys and values are stored (the journal records them). */
+export interface TableEncoding {
+  keyEncoding?: string;
+  encoding?: string;
+}
+
+/** Whether a write is durable in the journal (or about to be) but not in LMDB. */
+const inJournal = <V>(w: StagedWrite<V>): boolean => w.state === 'journaling' || w.state === 'journaled';
+
 const URGENCY: Record<WriteClass, number> = { prompt: 0, held: 1, background: 2 };
+
+/**
+ * Whether the key may be in LMDB once `prev` (the write a new one replaces) is through: an LMDB
+ * commit puts it there; the journal does not (LMDB holds what it held before `prev`).
+ */
+function onDiskAfter<V>(prev: StagedWrite<V>): boolean | 'unknown' {
+  return inJournal(prev) ? prev.mayBeOnDisk : true;
+}
+
+/** A write replacing `prev` must reach LMDB in the compaction that retires `prev`'s journal frame. */
+function replacesJournaled<V>(prev: StagedWrite<V>): boolean {
+  return inJournal(prev) || (prev.state === 'staged' && prev.overJournal);
+}
 
 export class StagedTable<V> {
   readonly #staged = new Map<string, StagedWrite<V>>();
@@ -89,6 +122,8 @@ export class StagedTable<V> {
     private readonly host: TableHost,
     /** Keys are raw bytes (keyEncoding 'binary'): ordered byte by byte. */
     private readonly binaryKeys = false,
+    /** How the database stores keys and values (a journal record says so, for its replay). */
+    readonly encoding: TableEncoding = {},
   ) {}
 
   /** Stages a put; false when the store cannot write (counted as a failed write, nothing staged). */
@@ -104,7 +139,7 @@ export class StagedTable<V> {
       this.#hasten(prev, how.class);
       return true;
     }
-    this.#stage(id, key, value, how, prev !== undefined ? true : how.fresh ? false : 'unknown');
+    this.#stage(id, key, value, how, prev !== undefined ? onDiskAfter(prev) : how.fresh ? false : 'unknown', prev !== undefined && replacesJournaled(prev));
     return true;
   }
 
@@ -142,7 +177,7 @@ export class StagedTable<V> {
     }
     // Nothing staged or committing and nothing on disk: nothing to remove.
     if (!prev && !this.db.doesExist(key)) return;
-    this.#stage(id, key, REMOVED, { class: cls, owner: how.owner, tag: how.tag }, true);
+    this.#stage(id, key, REMOVED, { class: cls, owner: how.owner, tag: how.tag }, prev ? onDiskAfter(prev) : true, prev !== undefined && replacesJournaled(prev));
   }
 
   /** The value of `id`: a staged write first, else the database. */
@@ -250,6 +285,20 @@ export class StagedTable<V> {
     if (writes) yield* writes.values();
   }
 
+  /**
+   * `write` is durable in the journal: whoever waited for it is answered; it stays (reads see it)
+   * until a compaction writes it to LMDB.
+   */
+  journaled(write: StagedWrite<V>): void {
+    write.state = 'journaled';
+    this.#settle(write);
+  }
+
+  /** Whether `write` is still the latest write of its id (a journaled one may have been replaced since). */
+  current(write: StagedWrite<V>): boolean {
+    return this.#staged.get(write.id) === write;
+  }
+
   /** The commit of `write` ended (written, or failed: `lost`): it leaves the table unless a newer write replaced it. */
   finished(write: StagedWrite<V>, lost = false): void {
     write.state = 'done';
@@ -267,7 +316,7 @@ export class StagedTable<V> {
 
   // ------------------------------------------------------------------ internals
 
-  #stage(id: string, key: Key, value: V | typeof REMOVED, how: WriteHow, mayBeOnDisk: boolean | 'unknown'): void {
+  #stage(id: string, key: Key, value: V | typeof REMOVED, how: WriteHow, mayBeOnDisk: boolean | 'unknown', overJournal = false): void {
     const write: StagedWrite<V> = {
       table: this,
       id,
@@ -279,6 +328,7 @@ export class StagedTable<V> {
       tags: undefined,
       state: 'staged',
       mayBeOnDisk,
+      overJournal,
     };
     this.#addTag(write, how.tag);
     this.#staged.set(id, write);

@@ -17,6 +17,9 @@ export class WriteLedger {
   readonly #open = new Map<WriteTag, OpenTag>();
   #nextTicket = -1;
 
+  /** Someone started waiting for staged writes (the commit scheduler then commits without waiting for the interval). */
+  constructor(private readonly onAwaited: () => void = () => undefined) {}
+
   /** A tag of its own for a caller that awaits the writes it issues (negative: never a brokerCounter). */
   ticket(): WriteTag {
     const t = this.#nextTicket;
@@ -49,7 +52,9 @@ export class WriteLedger {
   whenSettled(tag: WriteTag): Promise<void> {
     const open = this.#open.get(tag);
     if (!open) return Promise.resolve();
-    return new Promise((resolve) => (open.waiters ??= []).push(resolve));
+    const waiting = new Promise<void>((resolve) => (open.waiters ??= []).push(resolve));
+    this.onAwaited();
+    return waiting;
   }
 
   /** Tags with staged writes (for stats; O(1)). */
