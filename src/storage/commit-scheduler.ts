@@ -331,7 +331,7 @@ export class CommitScheduler {
       const w = q.write;
       if (w.state !== 'journaled') continue;
       if (w.table.current(w as never)) out.push(w);
-      else w.state = 'done';
+      else w.table.finished(w as never);
     }
     return out;
   }

@@ -111,7 +111,14 @@ function replacesJournaled<V>(prev: StagedWrite<V>): boolean {
 
 export class StagedTable<V> {
   readonly #staged = new Map<string, StagedWrite<V>>();
+  /** Per owner, its writes not durable yet (staged, or in a commit under way), in staging order. */
   readonly #owners = new Map<string, Map<string, StagedWrite<V>>>();
+  /**
+   * Per owner, its journaled writes (durable, not in LMDB yet): kept apart so that the owner-order
+   * rule looks only at what is not durable yet (a long queue journaled write by write would make
+   * every commit walk all of it).
+   */
+  readonly #journaledOwners = new Map<string, Map<string, StagedWrite<V>>>();
   /** Told of every write lost to a failed commit (its owner's counts are then wrong otherwise). */
   onLost: ((write: StagedWrite<V>) => void) | undefined;
 
@@ -197,9 +204,12 @@ export class StagedTable<V> {
     return this.#staged.values();
   }
 
-  /** The staged writes of one owner, in the order they were first staged. */
-  stagedOf(owner: string): IterableIterator<StagedWrite<V>> {
-    return (this.#owners.get(owner) ?? new Map<string, StagedWrite<V>>()).values();
+  /** The writes of one owner LMDB does not hold yet (the latest of each id): journaled ones first, then the others in the order they were first staged. */
+  *stagedOf(owner: string): IterableIterator<StagedWrite<V>> {
+    const journaled = this.#journaledOwners.get(owner);
+    if (journaled) for (const w of journaled.values()) if (this.#staged.get(w.id) === w) yield w;
+    const writes = this.#owners.get(owner);
+    if (writes) yield* writes.values();
   }
 
   /** Makes the held writes of an owner due now (its client left, its link went down). */
@@ -292,6 +302,15 @@ export class StagedTable<V> {
   journaled(write: StagedWrite<V>): void {
     write.state = 'journaled';
     this.#settle(write);
+    if (write.owner === undefined) return;
+    const writes = this.#owners.get(write.owner);
+    if (writes?.get(write.id) === write) {
+      writes.delete(write.id);
+      if (writes.size === 0) this.#owners.delete(write.owner);
+    }
+    let journaled = this.#journaledOwners.get(write.owner);
+    if (!journaled) this.#journaledOwners.set(write.owner, (journaled = new Map()));
+    journaled.set(write.id, write);
   }
 
   /** Whether `write` is still the latest write of its id (a journaled one may have been replaced since). */
@@ -302,6 +321,7 @@ export class StagedTable<V> {
   /** The commit of `write` ended (written, or failed: `lost`): it leaves the table unless a newer write replaced it. */
   finished(write: StagedWrite<V>, lost = false): void {
     write.state = 'done';
+    this.#dropJournaled(write);
     if (this.#staged.get(write.id) === write) this.#forget(write);
     this.#settle(write);
     if (lost) this.onLost?.(write);
@@ -312,6 +332,7 @@ export class StagedTable<V> {
     for (const w of this.#staged.values()) w.state = 'done';
     this.#staged.clear();
     this.#owners.clear();
+    this.#journaledOwners.clear();
   }
 
   // ------------------------------------------------------------------ internals
@@ -371,5 +392,14 @@ export class StagedTable<V> {
     if (writes?.get(write.id) !== write) return;
     writes.delete(write.id);
     if (writes.size === 0) this.#owners.delete(write.owner);
+  }
+
+  /** A journaled write left (compacted, or replaced and its compaction done): off its owner's journaled list. */
+  #dropJournaled(write: StagedWrite<V>): void {
+    if (write.owner === undefined) return;
+    const journaled = this.#journaledOwners.get(write.owner);
+    if (journaled?.get(write.id) !== write) return;
+    journaled.delete(write.id);
+    if (journaled.size === 0) this.#journaledOwners.delete(write.owner);
   }
 }
