@@ -22,6 +22,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { startMosquitto } from '../test/support/mosquitto.js';
 import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.js';
 import { client, counter, gatewaydSide, mosquittoSide, mosquittoVersion, NPM_START_FLAGS, PAYLOAD_BYTES, processIo, sleep, type Side, type StorageFigures } from './bench-flash-kit.js';
+import { processCpuUs } from './bench-mqtt-shipped.js';
 import { percentile } from './bench-support.js';
 
 const WINDOWS = [1, 10, 50, 100];
@@ -44,6 +45,8 @@ interface Cell {
   p99: number;
   bytesPerMessage?: number;
   framesPerMessage?: number;
+  /** The broker's CPU (every thread) per message, µs. */
+  cpuUs: number;
 }
 
 const payload = () => Buffer.alloc(PAYLOAD_BYTES, 'x');
@@ -106,7 +109,9 @@ async function measure(side: Side, topic: (i: number) => string, window: number)
   try {
     const io0 = processIo(side.pid()).written;
     const s0 = await side.storage?.();
+    const cpu0 = processCpuUs(side.pid());
     const run = await closedLoop(pub, topic, MESSAGES, window);
+    const cpu1 = processCpuUs(side.pid());
     const io1 = processIo(side.pid()).written;
     const s1 = await side.storage?.();
     const frames = delta(s0, s1, 'journalCommits');
@@ -116,6 +121,7 @@ async function measure(side: Side, topic: (i: number) => string, window: number)
       p99: percentile(run.latencies, 99),
       bytesPerMessage: side.name === 'gatewayd' ? (io1 - io0) / MESSAGES : undefined,
       framesPerMessage: frames === undefined ? undefined : frames / MESSAGES,
+      cpuUs: (cpu1 - cpu0) / MESSAGES,
     };
   } finally {
     await pub.endAsync();
@@ -130,7 +136,7 @@ function medianCell(cells: Cell[]): Cell {
     const xs = cells.map(f).filter((x): x is number => x !== undefined);
     return xs.length ? median(xs) : undefined;
   };
-  return { rate: pick((c) => c.rate)!, p50: pick((c) => c.p50)!, p99: pick((c) => c.p99)!, bytesPerMessage: pick((c) => c.bytesPerMessage), framesPerMessage: pick((c) => c.framesPerMessage) };
+  return { rate: pick((c) => c.rate)!, p50: pick((c) => c.p50)!, p99: pick((c) => c.p99)!, bytesPerMessage: pick((c) => c.bytesPerMessage), framesPerMessage: pick((c) => c.framesPerMessage), cpuUs: pick((c) => c.cpuUs)! };
 }
 
 async function table(name: string, sides: Side[], topicOf: (side: Side, window: number, round: number) => (i: number) => string, before: (side: Side, window: number, round: number) => Promise<void>, after: (side: Side, window: number, round: number) => Promise<void>, results: Record<string, number>): Promise<void> {
@@ -147,17 +153,18 @@ async function table(name: string, sides: Side[], topicOf: (side: Side, window: 
     }
   }
   console.log(`\n${name}: median of ${ROUNDS} runs of ${MESSAGES} QoS 1 messages of ${PAYLOAD_BYTES} B per window`);
-  const rows: string[][] = [['in flight', 'gatewayd msg/s', 'PUBACK p50 ms', 'p99 ms', 'write_bytes B/msg', 'journal frames/msg', 'Mosquitto msg/s', 'PUBACK p50 ms', 'p99 ms', 'target', 'met']];
+  const rows: string[][] = [['in flight', 'gatewayd msg/s', 'PUBACK p50 ms', 'p99 ms', 'CPU µs/msg', 'write_bytes B/msg', 'journal frames/msg', 'Mosquitto msg/s', 'PUBACK p50 ms', 'p99 ms', 'CPU µs/msg', 'target', 'met']];
   for (const window of WINDOWS) {
     const g = medianCell(cells.get(`gatewayd/${window}`)!);
     const m = medianCell(cells.get(`mosquitto/${window}`)!);
     const target = window === 1 ? '≥ 100 msg/s, p50 ≤ 10 ms' : window === 10 ? '≥ 500 msg/s' : '';
     const met = window === 1 ? g.rate >= 100 && g.p50 <= 10 : window === 10 ? g.rate >= 500 : undefined;
-    rows.push([String(window), fmt(g.rate), fmt(g.p50, 1), fmt(g.p99, 1), fmt(g.bytesPerMessage), fmt(g.framesPerMessage, 2), fmt(m.rate), fmt(m.p50, 2), fmt(m.p99, 2), target, met === undefined ? '' : met ? 'yes' : 'NO']);
+    rows.push([String(window), fmt(g.rate), fmt(g.p50, 1), fmt(g.p99, 1), fmt(g.cpuUs), fmt(g.bytesPerMessage), fmt(g.framesPerMessage, 2), fmt(m.rate), fmt(m.p50, 2), fmt(m.p99, 2), fmt(m.cpuUs), target, met === undefined ? '' : met ? 'yes' : 'NO']);
     for (const [side, c] of [['gatewayd', g], ['mosquitto', m]] as const) {
       results[`${name}_${side}_${window}_msg_per_s`] = c.rate;
       results[`${name}_${side}_${window}_p50_ms`] = c.p50;
       results[`${name}_${side}_${window}_p99_ms`] = c.p99;
+      results[`${name}_${side}_${window}_cpu_us_per_msg`] = c.cpuUs;
       if (c.bytesPerMessage !== undefined) results[`${name}_${side}_${window}_write_bytes_per_msg`] = c.bytesPerMessage;
     }
   }
