@@ -212,6 +212,11 @@ export class StagedTable<V> {
     if (writes) yield* writes.values();
   }
 
+  /** Someone waits for `write` (a lazy write of a tag they wait for): it is prompt now, if still staged. */
+  awaited(write: StagedWrite<V>): void {
+    if (write.state === 'staged' && this.#staged.get(write.id) === write) this.#hasten(write, 'prompt');
+  }
+
   /** Makes the held writes of an owner due now (its client left, its link went down). */
   promote(owner: string): void {
     const writes = this.#owners.get(owner);
@@ -375,7 +380,8 @@ export class StagedTable<V> {
   #addTag(write: StagedWrite<V>, tag: WriteTag | undefined): void {
     if (tag === undefined) return;
     (write.tags ??= []).push(tag);
-    this.host.ledger.opened(tag);
+    // A background write someone may wait for: prompt once they do (WriteLedger).
+    this.host.ledger.opened(tag, write.cls === 'background' ? write : undefined);
   }
 
   #settle(write: StagedWrite<V>): void {

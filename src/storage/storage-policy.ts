@@ -83,7 +83,10 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
   store.onWriteHealthChange((health) => {
     if (health.writable) scheduler.writableAgain();
   });
-  const ledger = new WriteLedger(() => scheduler.awaited());
+  const ledger = new WriteLedger((lazy) => {
+    for (const w of (lazy ?? []) as StagedWrite[]) w.table.awaited(w as never);
+    scheduler.awaited();
+  });
 
   /** Opens the journal, replays what LMDB does not hold yet, and starts a new generation. */
   function startJournal(): void {
