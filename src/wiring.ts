@@ -229,7 +229,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       freeDiskBytes: () => health.freeDiskBytes(),
       // Undefined while no bridge runs: the series then has no points.
       writtenBytes: () => flashWear.writtenBytes(),
-      flash: () => flashWear.projection(),
+      flash: () => ({ ...flashWear.projection(), budget: storage.stats().budget, commitIntervalMs: config.storage.commitIntervalMs }),
       bridgeQueued: () => {
         const figures = bridges.figures();
         return figures.length === 0 ? undefined : figures.reduce((n, b) => n + b.queue.messages, 0);
@@ -376,7 +376,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, storage, flashWear, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

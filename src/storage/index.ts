@@ -5,4 +5,4 @@ export { budgetBytesPerSecond, createWearBudget, REFILLED_SHARE, type WearBudget
 export { JOURNAL_BYTES, JOURNAL_FILE } from './commit-journal.js';
 export type { WriteTag } from './write-ledger.js';
 export { STORAGE_DEFAULTS, WEAR_DEFAULTS } from './storage-defaults.js';
-export { createFlashWear, projectedYears, readProcessWriteBytes, WRITE_AMPLIFICATION, type FlashProjection, type FlashSpec, type FlashWear } from './flash-wear.js';
+export { createFlashWear, projectedYears, readProcessWriteBytes, WRITE_AMPLIFICATION, type FlashAssumption, type FlashProjection, type FlashSpec, type FlashStatus, type FlashWear } from './flash-wear.js';

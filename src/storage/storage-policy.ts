@@ -77,16 +77,7 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
     for (const { table } of tables.values()) n += table.size;
     return n;
   };
-  const budget = createWearBudget({ spec: deps.wear ?? WEAR_DEFAULTS, readWrittenBytes: deps.readWrittenBytes ?? (() => undefined), now, log });
   let journal: { file: CommitJournal; port: JournalPort } | undefined;
-  const scheduler = new CommitScheduler({ store, timings: deps.timings, now, stagedCount, budget, journal: () => journal?.port, writable: () => store.writeHealth().writable });
-  store.onWriteHealthChange((health) => {
-    if (health.writable) scheduler.writableAgain();
-  });
-  const ledger = new WriteLedger((lazy) => {
-    for (const w of (lazy ?? []) as StagedWrite[]) w.table.awaited(w as never);
-    scheduler.awaited();
-  });
 
   /** Opens the journal, replays what LMDB does not hold yet, and starts a new generation. */
   function startJournal(): void {
@@ -135,6 +126,16 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
     journal = { file, port };
   }
   if (deps.journal) startJournal();
+  // After the journal: its making on a first start (written in full once) is start-up, not the running gateway's wear.
+  const budget = createWearBudget({ spec: deps.wear ?? WEAR_DEFAULTS, readWrittenBytes: deps.readWrittenBytes ?? (() => undefined), now, log });
+  const scheduler = new CommitScheduler({ store, timings: deps.timings, now, stagedCount, budget, journal: () => journal?.port, writable: () => store.writeHealth().writable });
+  store.onWriteHealthChange((health) => {
+    if (health.writable) scheduler.writableAgain();
+  });
+  const ledger = new WriteLedger((lazy) => {
+    for (const w of (lazy ?? []) as StagedWrite[]) w.table.awaited(w as never);
+    scheduler.awaited();
+  });
 
   const host: TableHost = {
     ledger,
