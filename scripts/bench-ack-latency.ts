@@ -183,7 +183,7 @@ async function until(what: string, pred: () => boolean | Promise<boolean>, ms: n
 
 /** A small budget spent by a publisher with 1 in flight to a bridge that is down; then its refill. */
 async function spent(proxy: TcpProxy, results: Record<string, number>): Promise<void> {
-  const side = await gatewaydSide(proxy, { GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES: String(SMALL_BURST) });
+  const side = await gatewaydSide(proxy, { GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES: String(SMALL_BURST) }, 'gatewayd-spent');
   try {
     await side.linked!(true);
     proxy.cut();

@@ -41,7 +41,8 @@ export function processIo(pid: number): { written: number; cancelled: number } {
   return { written: field('write_bytes'), cancelled: field('cancelled_write_bytes') };
 }
 
-export type SideName = 'gatewayd' | 'mosquitto' | 'aedes-1.2';
+/** gatewayd-spent: a second gatewayd whose wear budget is off (storage.flash.burstBytes 0): what sustained load costs once a budget is spent. */
+export type SideName = 'gatewayd' | 'gatewayd-spent' | 'mosquitto' | 'aedes-1.2';
 
 /** A broker process under measurement. */
 export interface Side {
@@ -88,8 +89,12 @@ export interface GatewaydApi {
   login(): Promise<string>;
 }
 
-/** gatewayd as npm start runs it, with a bridge to `proxy`; `env`: more settings (GATEWAYD_SET__...), over the GATEWAYD_SET__STORAGE__* of this process. */
-export async function gatewaydSide(proxy: TcpProxy, env: Record<string, string> = {}): Promise<Side> {
+/**
+ * gatewayd as npm start runs it, with a bridge to `proxy`; `env`: more settings (GATEWAYD_SET__...),
+ * over the GATEWAYD_SET__STORAGE__* of this process; `name`: another gatewayd beside the first
+ * (its bridge's client id is its own, so the two do not take each other's session upstream).
+ */
+export async function gatewaydSide(proxy: TcpProxy, env: Record<string, string> = {}, name: 'gatewayd' | 'gatewayd-spent' = 'gatewayd'): Promise<Side> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-flash-'));
   mkdirSync(join(dataDir, 'services'));
   const storageEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GATEWAYD_SET__STORAGE__'))) as Record<string, string>;
@@ -134,7 +139,7 @@ export async function gatewaydSide(proxy: TcpProxy, env: Record<string, string> 
     '  uplink:',
     '    type: Bridge',
     '    properties:',
-    `      remote: {urls: ["mqtt://127.0.0.1:${proxy.port}"], clientId: gatewayd-bridge}`,
+    `      remote: {urls: ["mqtt://127.0.0.1:${proxy.port}"], clientId: ${name}-bridge}`,
     '      runAs: bench-bridge',
     '      topics: [{pattern: "bench/up/#", direction: out, qos: 1, remotePrefix: "site-gw/"}]',
     '',
@@ -144,7 +149,7 @@ export async function gatewaydSide(proxy: TcpProxy, env: Record<string, string> 
   });
   const metric = (text: string, re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
   return {
-    name: 'gatewayd',
+    name,
     pid: () => child.pid!,
     port: ready.mqtt as number,
     auth: { username: USERNAME, password: PASSWORD },
