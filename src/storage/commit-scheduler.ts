@@ -15,6 +15,7 @@
 // one per storage.commitIntervalMs. LMDB commits come when the oldest background or journaled
 // write is storage.backgroundCommitMs old, when the journal runs full, and beyond MAX_STAGED.
 import type { Store } from '../store/index.js';
+import { CommitQueues, type Scope } from './commit-queues.js';
 import { REMOVED, type StagedWrite, type WriteClass } from './staged-table.js';
 import type { WearBudget } from './wear-budget.js';
 
@@ -64,42 +65,6 @@ const MAX_STAGED = 50_000;
 /** An LMDB commit (compaction) comes once less than this share of the journal is free. */
 const JOURNAL_LOW = 1 / 8;
 
-/** A write and the due time it was queued with (it may have been hastened or finished since). */
-interface Queued {
-  write: StagedWrite;
-  dueAt: number;
-}
-
-/** First in, first out, amortised O(1) at both ends. */
-class Fifo {
-  #items: Queued[] = [];
-  #head = 0;
-  push(q: Queued): void {
-    this.#items.push(q);
-  }
-  peek(): Queued | undefined {
-    return this.#items[this.#head];
-  }
-  shift(): Queued | undefined {
-    const q = this.#items[this.#head];
-    if (q === undefined) return undefined;
-    this.#items[this.#head++] = undefined as unknown as Queued;
-    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-    return q;
-  }
-  get length(): number {
-    return this.#items.length - this.#head;
-  }
-  clear(): void {
-    this.#items = [];
-    this.#head = 0;
-  }
-}
-
-type Scope = 'durable' | 'compaction' | 'all';
 
 export interface CommitSchedulerDeps {
   store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure'>;
@@ -116,11 +81,7 @@ export interface CommitSchedulerDeps {
 
 export class CommitScheduler {
   readonly figures: CommitFigures = { commits: 0, journalCommits: 0, journalBytes: 0, fastCommits: 0, committedWrites: 0, journaledWrites: 0, cancelledWrites: 0, failedWrites: 0 };
-  readonly #queues: Record<WriteClass, Fifo> = { prompt: new Fifo(), held: new Fifo(), background: new Fifo() };
-  /** Journaled writes, due for compaction backgroundCommitMs after they were journaled. */
-  readonly #journaled = new Fifo();
-  /** Staged writes that replaced journaled ones: the next compaction takes them. */
-  #overJournal: StagedWrite[] = [];
+  readonly #queues = new CommitQueues();
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
   #timerAt = Infinity;
@@ -138,8 +99,7 @@ export class CommitScheduler {
   }
 
   schedule(write: StagedWrite): void {
-    this.#queues[write.cls].push({ write, dueAt: write.dueAt });
-    if (write.overJournal) this.#overJournal.push(write);
+    this.#queues.push(write);
     this.#arm();
   }
 
@@ -174,9 +134,7 @@ export class CommitScheduler {
 
   /** Forgets everything queued (a restore replaced the store). */
   discardAll(): void {
-    for (const q of Object.values(this.#queues)) q.clear();
-    this.#journaled.clear();
-    this.#overJournal = [];
+    this.#queues.clear();
     this.#clearTimer();
   }
 
@@ -211,15 +169,6 @@ export class CommitScheduler {
     this.#timerAt = Infinity;
   }
 
-  /** The first queued write of `q` still staged (finished heads are dropped on the way). */
-  #head(q: Fifo): Queued | undefined {
-    for (let head = q.peek(); head; head = q.peek()) {
-      if (head.write.state === 'staged') return head;
-      q.shift();
-    }
-    return undefined;
-  }
-
   #crowded(): boolean {
     return this.deps.stagedCount() > MAX_STAGED;
   }
@@ -228,13 +177,12 @@ export class CommitScheduler {
   #lmdbDue(now: number): number {
     const journal = this.deps.journal();
     if (this.#crowded() && this.deps.writable()) return now;
-    const bg = this.#head(this.#queues.background);
+    const bg = this.#queues.head('background');
     let at = bg ? bg.dueAt : Infinity;
     // Journaled writes are safe where they are: while the store cannot write, they wait for it
     // (a compaction tried on a full disk fails, and each failed commit is a risk of its own).
     if (journal && this.deps.writable()) {
-      const first = this.#journaled.peek();
-      if (first) at = Math.min(at, first.dueAt);
+      at = Math.min(at, this.#queues.journaledDueAt());
       if (journal.frames() > 0 && journal.free() < journal.size * JOURNAL_LOW) at = now;
     }
     return at;
@@ -242,8 +190,8 @@ export class CommitScheduler {
 
   /** When the next durable commit is due: at once for what someone waits for while the budget lasts, else at the interval. */
   #durableDue(now: number): number {
-    const prompt = this.#head(this.#queues.prompt);
-    const held = this.#head(this.#queues.held);
+    const prompt = this.#queues.head('prompt');
+    const held = this.#queues.head('held');
     if (!prompt && !held) return Infinity;
     const interval = this.#lastDurableAt + this.deps.timings.commitIntervalMs;
     if (interval <= now) return Math.min(prompt?.dueAt ?? Infinity, held?.dueAt ?? Infinity);
@@ -268,75 +216,11 @@ export class CommitScheduler {
     else this.#arm();
   }
 
-  // ------------------------------------------------------------------ what
-
-  /** The writes a commit takes now (still staged; not marked), owners' earlier writes included. */
-  #choose(scope: Scope, withBackground: boolean): Set<StagedWrite> {
-    const now = this.deps.now();
-    const early = scope === 'all' || this.#crowded();
-    const chosen = new Set<StagedWrite>();
-    const take = (w: StagedWrite) => {
-      if (w.state === 'staged') chosen.add(w);
-    };
-    for (let q = this.#queues.prompt.shift(); q; q = this.#queues.prompt.shift()) take(q.write);
-    const held = this.#queues.held;
-    for (let q = held.peek(); q && (early || q.dueAt <= now); q = held.peek()) {
-      held.shift();
-      if (early || q.write.dueAt <= now) take(q.write);
-    }
-    const background = this.#queues.background;
-    const head = background.peek();
-    if (withBackground && (scope !== 'durable' || chosen.size > 0 || (head !== undefined && head.dueAt <= now))) {
-      const later: Queued[] = [];
-      for (let q = background.shift(); q; q = background.shift()) {
-        // A background write that became held since (someone now expects its recipient's answer) waits for its hold.
-        if (q.write.cls === 'held' && !early && q.write.dueAt > now) later.push(q);
-        else take(q.write);
-      }
-      for (const q of later) background.push(q);
-    }
-    if (scope !== 'durable') {
-      for (const w of this.#overJournal) take(w);
-      this.#overJournal = [];
-    }
-    this.#withOwnerPrefixes(chosen);
-    return chosen;
-  }
-
-  /** Adds, for each owner with a write in the commit, its writes staged before that one. */
-  #withOwnerPrefixes(chosen: Set<StagedWrite>): void {
-    const groups = new Map<StagedWrite['table'], Map<string, number>>();
-    for (const w of chosen) {
-      if (w.owner === undefined) continue;
-      let owners = groups.get(w.table);
-      if (!owners) groups.set(w.table, (owners = new Map()));
-      owners.set(w.owner, (owners.get(w.owner) ?? 0) + 1);
-    }
-    for (const [table, owners] of groups) {
-      for (const [owner, count] of owners) {
-        let left = count;
-        for (const w of table.ownerPrefix(owner)) {
-          if (left === 0) break;
-          if (chosen.has(w)) left--;
-          else if (w.state === 'staged') chosen.add(w);
-        }
-      }
-    }
-  }
-
-  /** Every journaled write still current (the ones replaced since are done: their successors carry on). */
-  #takeJournaled(): StagedWrite[] {
-    const out: StagedWrite[] = [];
-    for (let q = this.#journaled.shift(); q; q = this.#journaled.shift()) {
-      const w = q.write;
-      if (w.state !== 'journaled') continue;
-      if (w.table.current(w as never)) out.push(w);
-      else w.table.finished(w as never);
-    }
-    return out;
-  }
-
   // ------------------------------------------------------------------ how
+
+  #choose(scope: Scope, withBackground: boolean): Set<StagedWrite> {
+    return this.#queues.choose(scope, withBackground, this.deps.now(), scope === 'all' || this.#crowded());
+  }
 
   #track(done: Promise<void>): void {
     const tracked = done.finally(() => {
@@ -376,7 +260,7 @@ export class CommitScheduler {
           const dueAt = this.deps.now() + this.deps.timings.backgroundCommitMs;
           for (const w of writes) {
             w.table.journaled(w as never);
-            this.#journaled.push({ write: w, dueAt });
+            this.#queues.journaled(w, dueAt);
           }
         },
         (error: unknown) => this.#lose(writes, error),
@@ -399,7 +283,7 @@ export class CommitScheduler {
       this.#arm();
       return chosen.size > 0;
     }
-    const journaled = journal ? this.#takeJournaled() : [];
+    const journaled = journal ? this.#queues.takeJournaled() : [];
     const marking = journal !== undefined && journal.frames() > 0;
     if (chosen.size === 0 && journaled.length === 0 && !marking) {
       this.#arm();
@@ -430,7 +314,7 @@ export class CommitScheduler {
             const dueAt = this.deps.now();
             for (const w of journaled) {
               w.state = 'journaled';
-              this.#journaled.push({ write: w, dueAt });
+              this.#queues.journaled(w, dueAt);
             }
             this.#lose([...chosen], error);
           },
