@@ -49,7 +49,7 @@ export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
 /** Creates aedes with the hooks and the broker state; sets ctx.aedes and ctx.persistence. */
 export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promise<Aedes> {
   const { store } = ctx.options;
-  const persistence = store && ctx.cfg.persistence.enabled ? createLmdbPersistence({ store, policy: ctx.options.storage, limits: persistenceLimits(ctx.cfg), log: ctx.log }) : undefined;
+  const persistence = store && ctx.cfg.persistence.enabled ? createLmdbPersistence({ store, policy: ctx.options.storage, limits: persistenceLimits(ctx.cfg), log: ctx.log, markResends: true }) : undefined;
   ctx.persistence = persistence;
   const aedes = await Aedes.createBroker({
     ...aedesBaseOptions(ctx.cfg),
@@ -70,6 +70,7 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
     // queue copy carries the publish's tag like the persistence's copies.
     acknowledgeWhenDurable(aedes, {
       whenSettled: (publishId) => persistence.whenSettled(publishId),
+      subscriptionsPending: (clientId) => persistence.subscriptionsPending(clientId),
       writesFor: (packet) => persistence.writesFor(packet) || ctx.tapFilters.some((filter) => topicMatches(filter, packet.topic)),
     });
     // A restore swapped the store: the broker state is the backup's.

@@ -88,7 +88,24 @@ export class OverlappingSubscriptions {
   deliver(qos: boolean, packet: LiveDelivery, done: (err?: unknown) => void): void {
     const same = qos ? this.deliverQoS : this.deliver0;
     if (this.overlapping) this.merge(packet, done, same);
-    else this.send(same, packet, done);
+    else this.send(same, qos && packet.qos === 2 ? this.downgraded(packet) : packet, done);
+  }
+
+  /**
+   * A QoS 2 message through a QoS 1 subscription goes at QoS 1 [MQTT-3.8.4-6]: aedes looks the
+   * granted QoS up by the message's topic, which finds only a subscription to that very topic,
+   * never one through a wildcard filter. Here exactly one subscription matches (none overlap).
+   */
+  private downgraded(packet: LiveDelivery): LiveDelivery {
+    const subscriptions = this.client.subscriptions;
+    // Most clients hold one subscription: `first`, and no set of the others.
+    const filters: Iterable<string> = this.granted ?? (this.first !== undefined ? [this.first] : Object.keys(subscriptions));
+    for (const filter of filters) {
+      const sub = subscriptions[filter];
+      if (sub === undefined || isSharedFilter(filter) || !topicMatches(filter, packet.topic)) continue;
+      return sub.qos < packet.qos ? { ...packet, qos: sub.qos } : packet;
+    }
+    return packet;
   }
 
   private send(fn: DeliverFn, packet: LiveDelivery, done: (err?: unknown) => void): void {
