@@ -26,8 +26,15 @@ interface WatchedParser extends EventEmitter {
 function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
   const cmd = packet.cmd;
   if (cmd === 'subscribe' || cmd === 'unsubscribe') renameSharedFilters(packet);
-  const mqtt5 = this[CLIENT].gatewayd?.mqtt5;
-  if (mqtt5 !== undefined) mqtt5.inbound(packet);
+  const client = this[CLIENT];
+  const mqtt5 = client.gatewayd?.mqtt5;
+  if (mqtt5 !== undefined) {
+    mqtt5.inbound(packet);
+    // Flow control closed the connection for this very packet (0x93): aedes' close has taken its
+    // parser state away, and the packets of the same read must not reach aedes (they would land
+    // in a queue that no longer exists: an uncaught TypeError, before the CONNACK too).
+    if (client.closed) return;
+  }
   this[AEDES_LISTENER].call(this, packet);
 }
 
