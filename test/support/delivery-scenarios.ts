@@ -61,7 +61,8 @@ export function allScenarios(delays: readonly number[]): Scenario[] {
 }
 
 const QUIET_MS = 200;
-const WAIT_MS = 10_000;
+/** A step that waits longer fails the scenario (a machine running two other test files beside this one is slow). */
+const WAIT_MS = 20_000;
 
 /** One raw MQTT connection whose every acknowledgement the scenario decides. */
 class Wire {
@@ -96,7 +97,7 @@ class Wire {
     });
     const wire = new Wire(socket, version);
     wire.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: version, clean: true, keepalive: 0, clientId: '', ...connect } as mqttPacket.IConnectPacket);
-    const connack = (await wire.next((p) => p.cmd === 'connack')) as mqttPacket.IConnackPacket;
+    const connack = (await wire.next((p) => p.cmd === 'connack', WAIT_MS, `CONNACK for ${connect.clientId}`)) as mqttPacket.IConnackPacket;
     const code = version === 5 ? connack.reasonCode : connack.returnCode;
     if (code !== 0) throw new Error(`CONNACK ${code} for ${connect.clientId}`);
     return { wire, connack };
@@ -126,9 +127,9 @@ class Wire {
   }
 
   /** The next packet that matches (one not received yet). */
-  next(match: (p: mqttPacket.Packet) => boolean, ms = WAIT_MS): Promise<mqttPacket.Packet> {
+  next(match: (p: mqttPacket.Packet) => boolean, ms = WAIT_MS, what = 'packet'): Promise<mqttPacket.Packet> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('no such packet in time')), ms);
+      const timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms);
       this.#waiters.push({
         match,
         resolve: (p) => {
@@ -145,7 +146,7 @@ class Wire {
 
   /** Resolves once the broker has answered a PINGREQ sent now: it has read everything sent before. */
   async ping(): Promise<void> {
-    const pong = this.next((p) => p.cmd === 'pingresp');
+    const pong = this.next((p) => p.cmd === 'pingresp', WAIT_MS, 'PINGRESP');
     this.send({ cmd: 'pingreq' });
     await pong;
   }
@@ -157,7 +158,7 @@ class Wire {
       return this.ping();
     }
     const messageId = this.messageId();
-    const end = this.next((p) => (p.cmd === (qos === 1 ? 'puback' : 'pubcomp')) && p.messageId === messageId);
+    const end = this.next((p) => (p.cmd === (qos === 1 ? 'puback' : 'pubcomp')) && p.messageId === messageId, WAIT_MS, qos === 1 ? 'PUBACK' : 'PUBCOMP');
     this.send({ cmd: 'publish', topic, payload: Buffer.from(payload), qos, retain: false, dup: false, messageId });
     await end;
   }
