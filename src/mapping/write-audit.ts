@@ -42,6 +42,8 @@ export function auditWrite(log: Logger, def: EndpointDef, origin: MessageOrigin,
     ...(origin.username !== undefined && origin.userId !== undefined ? { actor: { userId: origin.userId, username: origin.username } } : origin.username !== undefined ? { by: origin.username } : {}),
     ...(origin.clientId !== undefined ? { clientId: origin.clientId } : {}),
     ...(origin.via !== undefined ? { via: origin.via } : {}),
+    // The writer's address: the trail's source column, as a request's address is (audit-records.ts).
+    ...(origin.remote !== undefined ? { source: origin.remote } : {}),
   });
   return last;
 }
