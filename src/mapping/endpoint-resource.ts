@@ -70,6 +70,7 @@ export class EndpointResource extends EnableableResource {
   }
   view(): EndpointView {
     const view = this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
+    if (this.def.operation === 'read') view.publish = { topic: this.def.topic, qos: this.def.qos ?? 0, retain: this.def.retain ?? false };
     if (this.lastWrite) view.lastWrite = { ...this.lastWrite, at: new Date(this.lastWrite.at).toISOString() };
     return view;
   }

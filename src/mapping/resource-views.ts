@@ -20,6 +20,8 @@ export interface EndpointView {
   connectionId: string;
   operation: string;
   address: Record<string, unknown>;
+  /** Read endpoints: where and how readings are published (the definition's topic, qos and retain, with their defaults). */
+  publish?: { topic: string; qos: 0 | 1 | 2; retain: boolean };
   /** Write endpoints: the last value written or refused since the endpoint started, and for whom. */
   lastWrite?: { ok: boolean; value?: unknown; error?: string; at: string; by?: string; clientId?: string; via?: string };
   agentName: string;

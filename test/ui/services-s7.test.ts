@@ -1,7 +1,11 @@
 // An S7 connection and endpoint created through the schema-driven forms in a real browser,
 // against snap7's S7 server (the test kit's child process): the forms come from
 // GET /api/resource-types alone, so choosing protocol S7 must offer the S7 settings (rack, slot,
-// the port 102 as placeholder) and an endpoint of that connection the S7 address.
+// the port 102 as placeholder) and an endpoint of that connection the S7 address — only that:
+// an endpoint shows no address fields until its connection is chosen, and a new endpoint of a
+// service with one connection is on it from the start (issue 38 point 2). A read endpoint's QoS
+// and retain flag are in view, not under "More settings", and the service page shows them
+// beside the values (point 3).
 import { expect } from 'chai';
 import { startGateway, type TestGateway } from '../support/harness.js';
 import { startSnap7Server, type Snap7Server } from '../support/snap7-server.js';
@@ -33,6 +37,15 @@ describe('web UI: an S7 service through the forms', function () {
     await page.getByRole('button', { name: 'Create and edit' }).click();
     await page.getByRole('heading', { name: 'New service oven', level: 1 }).waitFor();
 
+    // An endpoint before any connection: no address fields of a protocol it may not have.
+    await page.getByLabel('Type of the new resource').selectOption('Endpoint');
+    await page.getByLabel('Name of the new resource').fill('temperature');
+    await page.getByRole('button', { name: 'Add resource' }).click();
+    const ep = page.locator('[data-resource-name="temperature"]');
+    expect(await ep.getByLabel('Connection').inputValue()).to.equal('');
+    await ep.getByText('Choose the connection first: the fields follow its protocol.').waitFor();
+    for (const modbus of ['Table', 'Quantity', 'Kind of address']) expect(await ep.getByLabel(modbus).count(), modbus).to.equal(0);
+
     await page.getByLabel('Type of the new resource').selectOption('Connection');
     await page.getByLabel('Name of the new resource').fill('plc');
     await page.getByRole('button', { name: 'Add resource' }).click();
@@ -44,10 +57,6 @@ describe('web UI: an S7 service through the forms', function () {
     await conn.getByLabel('Host').fill('127.0.0.1');
     await conn.getByLabel('Port', { exact: true }).fill(String(plc.port));
 
-    await page.getByLabel('Type of the new resource').selectOption('Endpoint');
-    await page.getByLabel('Name of the new resource').fill('temperature');
-    await page.getByRole('button', { name: 'Add resource' }).click();
-    const ep = page.locator('[data-resource-name="temperature"]');
     await ep.getByLabel('Connection').selectOption('plc');
     await ep.getByLabel('Operation').selectOption('read');
     await ep.getByLabel('Area').selectOption('DB');
@@ -55,16 +64,41 @@ describe('web UI: an S7 service through the forms', function () {
     await ep.getByLabel('Byte offset').fill('4');
     await ep.getByLabel('Type (required)', { exact: true }).selectOption('REAL');
     await ep.getByLabel('Poll interval (ms)').fill('200');
+    // QoS and retain in view, beside the poll interval; "More settings" names the rest in their case.
+    await ep.getByLabel('QoS', { exact: true }).selectOption('1');
+    await ep.getByLabel('Retain', { exact: true }).selectOption('true');
+    expect(await ep.getByLabel('QoS', { exact: true }).isVisible()).to.equal(true);
+    expect(await ep.locator('details.more > summary').textContent()).to.equal('More settings: description, transform (JSONata), filter (JSONata), target state');
+
+    // A second endpoint: on the service's only connection from the start, with its S7 address only.
+    await page.getByLabel('Type of the new resource').selectOption('Endpoint');
+    await page.getByLabel('Name of the new resource').fill('setpoint');
+    await page.getByRole('button', { name: 'Add resource' }).click();
+    const setpoint = page.locator('[data-resource-name="setpoint"]');
+    expect(await setpoint.getByLabel('Connection').inputValue()).to.equal('plc');
+    await setpoint.getByLabel('Area').waitFor();
+    for (const modbus of ['Table', 'Quantity', 'Kind of address']) expect(await setpoint.getByLabel(modbus).count(), modbus).to.equal(0);
+    await setpoint.getByLabel('Operation').selectOption('write');
+    await setpoint.getByLabel('Area').selectOption('DB');
+    await setpoint.getByLabel('DB number').fill('3');
+    await setpoint.getByLabel('Byte offset').fill('0');
+    await setpoint.getByLabel('Type (required)', { exact: true }).selectOption('INT');
 
     await page.getByRole('button', { name: 'Check', exact: true }).click();
-    await page.getByText('No problem found: applying would add oven.plc, oven.temperature.').waitFor();
+    await page.getByText(/^No problem found: applying would add oven\.\w+, oven\.\w+, oven\.\w+\.$/).waitFor().catch(async (err: Error) => {
+      throw new Error(`${err.message}: ${await page.locator('[role=alert], [role=status]').allTextContents()}`);
+    });
     await page.getByRole('button', { name: 'Apply' }).click();
-    await page.getByText('Applied: added oven.plc, oven.temperature.').waitFor();
+    await page.getByText(/^Applied: added oven\.\w+, oven\.\w+, oven\.\w+\.$/).waitFor();
     const row = page.locator('tr[data-endpoint="oven.temperature"]');
     await row.locator('td.value code').filter({ hasText: '21.5' }).waitFor({ timeout: 15_000 });
+    // How the values are published, where they are shown.
+    expect(await row.locator('td.value .publish').textContent()).to.equal('published at QoS 1, retained');
 
     const stored = await gw.api('GET', '/api/services/oven', { token: await gw.login() });
     expect(stored.body.resources.plc.properties).to.deep.equal({ protocol: 'S7', configuration: { host: '127.0.0.1', port: plc.port } });
+    expect(stored.body.resources.temperature.properties).to.deep.include({ qos: 1, retain: true });
     expect(stored.body.resources.temperature.properties.address).to.deep.equal({ area: 'DB', dbNumber: 3, offset: 4, type: 'REAL' });
+    expect(stored.body.resources.setpoint.properties).to.deep.equal({ connection: { '!ref': 'plc' }, operation: 'write', address: { area: 'DB', dbNumber: 3, offset: 0, type: 'INT' } });
   });
 });

@@ -1,7 +1,8 @@
 // What a service runs, now: every resource of the service file with its state and what it is
 // doing — a connection's reads, failures and last reading; a read endpoint's last value, when it
 // came and a sparkline of the last five minutes (from the broker over /mqtt as the signed-in
-// user; a fresh reading is asked on <topic>/req when the user may); a write endpoint's last
+// user; a fresh reading is asked on <topic>/req when the user may), and the QoS and retain flag
+// it publishes them with; a write endpoint's last
 // write in words ("written 4321 at 10:02:03 by admin", whoever wrote it: GET /api/endpoints'
 // lastWrite, and at once the <topic>/set/result of a value written here); a mapping's routes; a
 // bridge's queue and what it forwarded; a Sparkplug node's session and devices. States and
@@ -315,6 +316,8 @@ export function ServiceNow(props: { serviceId: string; version: number; resource
               const reading = readings[id];
               const kind = KINDS[r.type]?.label ?? r.type;
               const write = view && t?.operation === 'write' ? lastWrite(id, view) : undefined;
+              // How a read endpoint's values reach subscribers, beside the values (issue 38 point 3).
+              const publish = r.type === 'Endpoint' ? (view?.publish as { qos: number; retain: boolean } | undefined) : undefined;
               return (
                 <tr key={id} data-resource-id={id} data-endpoint={r.type === 'Endpoint' ? id : undefined}>
                   <th scope="row">
@@ -349,6 +352,11 @@ export function ServiceNow(props: { serviceId: string; version: number; resource
                       </span>
                     ) : (
                       <span class="hint">no write yet</span>
+                    )}
+                    {publish && (
+                      <span class="hint block publish">
+                        published at QoS {publish.qos}, {publish.retain ? 'retained' : 'not retained'}
+                      </span>
                     )}
                     {view?.message && <span class="hint block failed">{view.message}</span>}
                   </td>
