@@ -8,7 +8,7 @@
 // the transform only.
 import type { CompiledRule, RuleContext } from './rules.js';
 import type { ConnectionResource } from './connection-resource.js';
-import { DeviceError, type ConnectionDriver } from './drivers/types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './drivers/types.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { EndpointView } from './resource-views.js';
 import { errorText, MAX_IN_FLIGHT, publishOptions, RETIRE_TIMEOUT_MS, type MessageProperties, type PublishOptions, type RuntimeContext } from './runtime-context.js';
@@ -323,7 +323,9 @@ export class EndpointResource extends EnableableResource {
         this.lastError = undefined;
       })
       .catch((err: unknown) => {
-        this.conn.counters.failures++;
+        // A value refused before anything was sent is no failure of the communication.
+        if (err instanceof RefusedWriteError) this.conn.counters.refusedWrites++;
+        else this.conn.counters.failures++;
         const text = errorText(err);
         const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
         this.lastError = text;

@@ -9,7 +9,7 @@ export interface ConnectionView {
   targetState: 'connected' | 'disconnected';
   connection: Record<string, unknown>;
   /** What went through it since it was (re)built (the /metrics figures). */
-  figures: { reads: number; writes: number; failures: number; published: number; lastReadAt?: string };
+  figures: { reads: number; writes: number; failures: number; refusedWrites: number; published: number; lastReadAt?: string };
   agentName: string;
   message?: string;
 }

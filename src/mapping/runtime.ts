@@ -80,8 +80,10 @@ export interface ConnectionStats {
   lastReadAt: number;
   /** Values written to the device. */
   writes: number;
-  /** Reads, writes and rule evaluations that failed. */
+  /** Reads, writes and rule evaluations that failed (not the values refused before sending: refusedWrites). */
   failures: number;
+  /** Values refused before anything was sent to the device (out of range, the wrong type for the address). */
+  refusedWrites: number;
   /** Messages published on the data plane (readings, /res answers, write acknowledgements). */
   published: number;
 }

@@ -29,7 +29,7 @@ describe('web UI: an S7 service through the forms', function () {
     await plc?.stop();
   });
 
-  it('offers the S7 settings and address for protocol S7, applies, and shows the first value', async () => {
+  it('offers the S7 settings and only the S7 address, applies, shows the first value with its QoS and retain flag, and counts values refused before sending apart', async () => {
     const { page } = b;
     await signIn(page, gw.baseUrl, { path: '/services' });
     await page.getByRole('button', { name: 'New service' }).click();
@@ -94,6 +94,19 @@ describe('web UI: an S7 service through the forms', function () {
     await row.locator('td.value code').filter({ hasText: '21.5' }).waitFor({ timeout: 15_000 });
     // How the values are published, where they are shown.
     expect(await row.locator('td.value .publish').textContent()).to.equal('published at QoS 1, retained');
+
+    // Three values refused before anything reached the PLC: counted apart from the communication's failures (issue 38 point 4).
+    const write = page.locator('tr[data-endpoint="oven.setpoint"]');
+    for (const [value, shown] of [['40000', '40000'], ['"warm"', 'warm'], ['1.5', '1\\.5']]) {
+      await write.getByLabel('Value for oven.setpoint').fill(value!);
+      await write.getByRole('button', { name: 'Write' }).click();
+      await write.getByText(new RegExp(`^not written \\(DB3\\.DBW0: an INT takes integers from -32768 to 32767\\): ${shown} at `)).waitFor({ timeout: 10_000 });
+    }
+    const plcRow = page.locator('tr[data-resource-id="oven.plc"]');
+    await plcRow.getByText(/ · \d+ reads?, no failure, 3 values refused before sending · last reading /).waitFor({ timeout: 5000 }).catch(async (err: Error) => {
+      throw new Error(`${err.message}: ${await plcRow.textContent()}`);
+    });
+    expect((await plc.get('DB', 3, 0, 2)).readInt16BE(0)).to.equal(0);
 
     const stored = await gw.api('GET', '/api/services/oven', { token: await gw.login() });
     expect(stored.body.resources.plc.properties).to.deep.equal({ protocol: 'S7', configuration: { host: '127.0.0.1', port: plc.port } });
