@@ -57,6 +57,8 @@ export class EndpointResource extends EnableableResource {
   readonly readingOptions: PublishOptions | undefined;
   /** Write endpoints: the last value written or refused, and for whom (the view shows it). */
   lastWrite: LastWrite | undefined;
+  /** Whether the audit trail was asked for the last write of an earlier run (once: an index lookup). */
+  lastWriteLookedUp = false;
   constructor(
     ctx: RuntimeContext,
     readonly def: EndpointDef,
@@ -71,8 +73,25 @@ export class EndpointResource extends EnableableResource {
   view(): EndpointView {
     const view = this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
     if (this.def.operation === 'read') view.publish = { topic: this.def.topic, qos: this.def.qos ?? 0, retain: this.def.retain ?? false };
-    if (this.lastWrite) view.lastWrite = { ...this.lastWrite, at: new Date(this.lastWrite.at).toISOString() };
+    const lastWrite = this.lastWriteKnown();
+    if (lastWrite) view.lastWrite = { ...lastWrite, at: new Date(lastWrite.at).toISOString() };
     return view;
+  }
+  /**
+   * The last write: this run's, else the newest in the audit trail (a restart keeps what the
+   * page said). The trail is asked once per endpoint, through its endpoint index: one short
+   * range read, whatever the trail holds.
+   */
+  lastWriteKnown(): LastWrite | undefined {
+    if (this.lastWrite || this.lastWriteLookedUp || this.def.operation !== 'write' || !this.ctx.lastWriteOf) return this.lastWrite;
+    try {
+      this.lastWrite = this.ctx.lastWriteOf(this.def.id);
+      this.lastWriteLookedUp = true;
+    } catch (err) {
+      // The store is away (a restore swapping it): asked again at the next view.
+      this.ctx.log.debug('last write not read from the audit trail', { id: this.def.id, error: errorText(err) });
+    }
+    return this.lastWrite;
   }
   context(topic: string): RuleContext {
     return { topic, vars: {}, label: this.def.name };

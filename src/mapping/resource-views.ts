@@ -22,7 +22,7 @@ export interface EndpointView {
   address: Record<string, unknown>;
   /** Read endpoints: where and how readings are published (the definition's topic, qos and retain, with their defaults). */
   publish?: { topic: string; qos: 0 | 1 | 2; retain: boolean };
-  /** Write endpoints: the last value written or refused since the endpoint started, and for whom. */
+  /** Write endpoints: the last value written or refused, and for whom (after a restart: the audit trail's newest). */
   lastWrite?: { ok: boolean; value?: unknown; error?: string; at: string; by?: string; clientId?: string; via?: string };
   agentName: string;
   message?: string;
