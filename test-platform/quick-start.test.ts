@@ -2,14 +2,14 @@
 // prepare script; npm runs the root package's prepare on npm ci), `npm start` starts without
 // building; `npm ci --omit=dev` (a production install) does not try to build, keeps the built
 // dist/, and `npm start` still starts.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import { daemonTestEnv } from '../test/support/harness.js';
-import { root, seconds } from './support/platform-kit.js';
+import { copyCheckout, seconds } from './support/platform-kit.js';
 
 /** `npm start` in `cwd` to its ready line; the time it took; then SIGTERM to its process group. */
 async function npmStart(cwd: string, dataDir: string): Promise<{ readyAfterMs: number; output: string }> {
@@ -46,13 +46,7 @@ describe('the quick start on a fresh copy of the checkout', function () {
 
   it('npm ci builds and npm start starts without building; npm ci --omit=dev does not build and npm start still starts', async () => {
     const app = join(dir, 'app');
-    // The files a clone has (tracked, and new ones not ignored), as they are in the work tree.
-    const tracked = execFileSync('git', ['ls-files', '-co', '--exclude-standard'], { cwd: root, encoding: 'utf8' }).split('\n').filter(Boolean);
-    for (const file of tracked) {
-      if (!existsSync(join(root, file))) continue;
-      mkdirSync(dirname(join(app, file)), { recursive: true });
-      cpSync(join(root, file), join(app, file));
-    }
+    copyCheckout(app);
     expect(existsSync(join(app, 'dist'))).to.equal(false);
 
     // node-gyp (snap7, a devDependency) builds with this Node's own headers: CI cannot download them.

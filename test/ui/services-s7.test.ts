@@ -7,9 +7,18 @@
 // and retain flag are in view, not under "More settings", and the service page shows them
 // beside the values (point 3).
 import { expect } from 'chai';
+import type { Locator, Page } from 'playwright-core';
 import { startGateway, type TestGateway } from '../support/harness.js';
 import { startSnap7Server, type Snap7Server } from '../support/snap7-server.js';
 import { signIn, useBrowser } from './support/browser.js';
+
+/** Adds a resource of a type with the editor's row; its panel. */
+async function addResource(page: Page, type: string, name: string): Promise<Locator> {
+  await page.getByLabel('Type of the new resource').selectOption(type);
+  await page.getByLabel('Name of the new resource').fill(name);
+  await page.getByRole('button', { name: 'Add resource' }).click();
+  return page.locator(`[data-resource-name="${name}"]`);
+}
 
 describe('web UI: an S7 service through the forms', function () {
   this.timeout(60_000);
@@ -38,18 +47,12 @@ describe('web UI: an S7 service through the forms', function () {
     await page.getByRole('heading', { name: 'New service oven', level: 1 }).waitFor();
 
     // An endpoint before any connection: no address fields of a protocol it may not have.
-    await page.getByLabel('Type of the new resource').selectOption('Endpoint');
-    await page.getByLabel('Name of the new resource').fill('temperature');
-    await page.getByRole('button', { name: 'Add resource' }).click();
-    const ep = page.locator('[data-resource-name="temperature"]');
+    const ep = await addResource(page, 'Endpoint', 'temperature');
     expect(await ep.getByLabel('Connection').inputValue()).to.equal('');
     await ep.getByText('Choose the connection first: the fields follow its protocol.').waitFor();
     for (const modbus of ['Table', 'Quantity', 'Kind of address']) expect(await ep.getByLabel(modbus).count(), modbus).to.equal(0);
 
-    await page.getByLabel('Type of the new resource').selectOption('Connection');
-    await page.getByLabel('Name of the new resource').fill('plc');
-    await page.getByRole('button', { name: 'Add resource' }).click();
-    const conn = page.locator('[data-resource-name="plc"]');
+    const conn = await addResource(page, 'Connection', 'plc');
     await conn.getByLabel('Protocol').selectOption('S7');
     expect(await conn.getByLabel('Port', { exact: true }).getAttribute('placeholder')).to.equal('102 (default)');
     expect(await conn.getByLabel('Rack').getAttribute('placeholder')).to.equal('0 (default)');
@@ -71,10 +74,7 @@ describe('web UI: an S7 service through the forms', function () {
     expect(await ep.locator('details.more > summary').textContent()).to.equal('More settings: description, transform (JSONata), filter (JSONata), target state');
 
     // A second endpoint: on the service's only connection from the start, with its S7 address only.
-    await page.getByLabel('Type of the new resource').selectOption('Endpoint');
-    await page.getByLabel('Name of the new resource').fill('setpoint');
-    await page.getByRole('button', { name: 'Add resource' }).click();
-    const setpoint = page.locator('[data-resource-name="setpoint"]');
+    const setpoint = await addResource(page, 'Endpoint', 'setpoint');
     expect(await setpoint.getByLabel('Connection').inputValue()).to.equal('plc');
     await setpoint.getByLabel('Area').waitFor();
     for (const modbus of ['Table', 'Quantity', 'Kind of address']) expect(await setpoint.getByLabel(modbus).count(), modbus).to.equal(0);
