@@ -41,7 +41,7 @@ import { registryRoutes } from './http/routes/registry-routes.js';
 import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
-import { agentName, createMappingService } from './mapping/index.js';
+import { agentName, createMappingService, lastWriteOfEvent } from './mapping/index.js';
 import { createSparkplugSupport } from './sparkplug/index.js';
 import { createBridgeService, createBridgeSysTopics } from './bridges/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
@@ -183,6 +183,11 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
     opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
     sparkplug,
+    // After a restart an endpoint's last write comes back from the trail: its newest event, by the endpoint index.
+    lastWriteOf: (endpointId) => {
+      const [event] = audit.query({ endpoint: endpointId, limit: 1 }).records;
+      return event && lastWriteOfEvent(event);
+    },
   });
 
   const health = createHealth({

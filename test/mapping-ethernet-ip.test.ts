@@ -357,9 +357,15 @@ describe('EtherNet/IP in the gateway', function () {
       wrongSet: [2.5, 'Speed: data type mismatch (CIP status 0xff/0x2107)'],
       recipeSet: [8, 'Recipe: privilege violation (the tag is read-only for external access) (CIP status 0x0f)'],
     } as const;
+    const refused = /^gatewayd_mapping_messages_total\{connection="cell\.plc",kind="refused_write"\}/;
+    const refusedBefore = await metric(refused);
     for (const [name, [value, error]] of Object.entries(refusals)) {
       expect(await setAndResult(name, value), name).to.deep.include({ ok: false, error });
     }
+    // The two values that do not fit never left the gateway: refused writes, not failures of the
+    // communication; the controller's two refusals are failures (issue 38 point 4).
+    expect((await metric(refused)) - refusedBefore).to.equal(2);
+    expect((await get('/api/connections/cell.plc')).figures.refusedWrites).to.equal(await metric(refused));
     expect([plc.get('Mode'), plc.get('Speed'), plc.get('Recipe')]).to.deep.equal([3, 1234, 7]);
     // The connection and its other endpoints go on; the unknown tag is that endpoint's error, counted as failures.
     expect((await get('/api/connections/cell.plc')).currentState).to.equal('connected');

@@ -24,7 +24,7 @@ export class ConnectionResource {
   /** The polling rounds of its endpoints, when its driver reads together. */
   readonly pollGroups: PollGroups;
   /** What went through this connection since it was (re)built: see ConnectionStats. */
-  readonly counters = { reads: 0, writes: 0, failures: 0, published: 0, lastReadAt: 0 };
+  readonly counters = { reads: 0, writes: 0, failures: 0, refusedWrites: 0, published: 0, lastReadAt: 0 };
   constructor(
     private readonly ctx: RuntimeContext,
     readonly def: ConnectionDef,
@@ -45,8 +45,8 @@ export class ConnectionResource {
     const { password: _p, headers: _h, ...configuration } = this.def.configuration as Record<string, unknown>;
     // Credentials in a URL (mqtt://user:pass@host) are not returned either.
     if (typeof configuration.url === 'string') configuration.url = configuration.url.replace(/\/\/[^/@]*@/, '//***@');
-    const { reads, writes, failures, published, lastReadAt } = this.counters;
-    const figures: ConnectionView['figures'] = { reads, writes, failures, published, ...(lastReadAt ? { lastReadAt: new Date(lastReadAt).toISOString() } : {}) };
+    const { reads, writes, failures, refusedWrites, published, lastReadAt } = this.counters;
+    const figures: ConnectionView['figures'] = { reads, writes, failures, refusedWrites, published, ...(lastReadAt ? { lastReadAt: new Date(lastReadAt).toISOString() } : {}) };
     const v: ConnectionView = { id: this.def.id, currentState: this.current, targetState: this.target, connection: { protocol: this.def.protocol, ...configuration }, figures, agentName: this.ctx.agentName };
     if (this.message !== undefined) v.message = this.message;
     return v;

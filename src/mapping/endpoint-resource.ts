@@ -8,7 +8,7 @@
 // the transform only.
 import type { CompiledRule, RuleContext } from './rules.js';
 import type { ConnectionResource } from './connection-resource.js';
-import { DeviceError, type ConnectionDriver } from './drivers/types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './drivers/types.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { EndpointView } from './resource-views.js';
 import { errorText, MAX_IN_FLIGHT, publishOptions, RETIRE_TIMEOUT_MS, type MessageProperties, type PublishOptions, type RuntimeContext } from './runtime-context.js';
@@ -57,6 +57,8 @@ export class EndpointResource extends EnableableResource {
   readonly readingOptions: PublishOptions | undefined;
   /** Write endpoints: the last value written or refused, and for whom (the view shows it). */
   lastWrite: LastWrite | undefined;
+  /** Whether the audit trail was asked for the last write of an earlier run (once: an index lookup). */
+  lastWriteLookedUp = false;
   constructor(
     ctx: RuntimeContext,
     readonly def: EndpointDef,
@@ -70,8 +72,26 @@ export class EndpointResource extends EnableableResource {
   }
   view(): EndpointView {
     const view = this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
-    if (this.lastWrite) view.lastWrite = { ...this.lastWrite, at: new Date(this.lastWrite.at).toISOString() };
+    if (this.def.operation === 'read') view.publish = { topic: this.def.topic, qos: this.def.qos ?? 0, retain: this.def.retain ?? false };
+    const lastWrite = this.lastWriteKnown();
+    if (lastWrite) view.lastWrite = { ...lastWrite, at: new Date(lastWrite.at).toISOString() };
     return view;
+  }
+  /**
+   * The last write: this run's, else the newest in the audit trail (a restart keeps what the
+   * page said). The trail is asked once per endpoint, through its endpoint index: one short
+   * range read, whatever the trail holds.
+   */
+  lastWriteKnown(): LastWrite | undefined {
+    if (this.lastWrite || this.lastWriteLookedUp || this.def.operation !== 'write' || !this.ctx.lastWriteOf) return this.lastWrite;
+    try {
+      this.lastWrite = this.ctx.lastWriteOf(this.def.id);
+      this.lastWriteLookedUp = true;
+    } catch (err) {
+      // The store is away (a restore swapping it): asked again at the next view.
+      this.ctx.log.debug('last write not read from the audit trail', { id: this.def.id, error: errorText(err) });
+    }
+    return this.lastWrite;
   }
   context(topic: string): RuleContext {
     return { topic, vars: {}, label: this.def.name };
@@ -322,7 +342,9 @@ export class EndpointResource extends EnableableResource {
         this.lastError = undefined;
       })
       .catch((err: unknown) => {
-        this.conn.counters.failures++;
+        // A value refused before anything was sent is no failure of the communication.
+        if (err instanceof RefusedWriteError) this.conn.counters.refusedWrites++;
+        else this.conn.counters.failures++;
         const text = errorText(err);
         const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
         this.lastError = text;

@@ -30,7 +30,7 @@ export interface BrokerMetricsSource {
 }
 
 export interface MappingMetricsSource {
-  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number; lastReadAt: number }[];
+  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; refusedWrites: number; published: number; lastReadAt: number }[];
   /** Sparkplug B edge nodes: session state, messages published by type, commands by type and outcome. */
   sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>>; history?: { values: number; published: number; dropped: Record<string, number> } }[];
 }
@@ -171,11 +171,12 @@ export function createMetrics(sources: MetricsSources): Metrics {
     metric('gauge', 'gatewayd_mapping_connection_up', 'Mapping connections: 1 when connected.', ['connection', 'service', 'protocol'], (set) => {
       for (const c of sources.mapping().connections) set(c.state === 'connected' ? 1 : 0, { connection: c.id, service: c.serviceId, protocol: c.protocol });
     });
-    metric('counter', 'gatewayd_mapping_messages_total', 'Mapping reads, writes, failures and published messages per connection.', ['connection', 'kind'], (set) => {
+    metric('counter', 'gatewayd_mapping_messages_total', 'Mapping reads, writes, failures, values refused before sending (refused_write) and published messages per connection.', ['connection', 'kind'], (set) => {
       for (const c of sources.mapping().connections) {
         set(c.reads, { connection: c.id, kind: 'read' });
         set(c.writes, { connection: c.id, kind: 'write' });
         set(c.failures, { connection: c.id, kind: 'failure' });
+        set(c.refusedWrites, { connection: c.id, kind: 'refused_write' });
         set(c.published, { connection: c.id, kind: 'published' });
       }
     });

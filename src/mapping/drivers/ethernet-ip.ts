@@ -11,7 +11,7 @@ import type { EndpointDef } from '../service-files.js';
 import { AtomicTypes, parseTagName, Service, Status, statusText, tagPath, typeName, messageRequest, type MessageReply } from './cip.js';
 import { openCipSession, type CipSession } from './cip-session.js';
 import type { EtherNetIpType } from './ethernet-ip-schemas.js';
-import { DeviceError, type ConnectionDriver } from './types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './types.js';
 
 export interface EtherNetIpConfiguration {
   host: string;
@@ -138,10 +138,10 @@ const LINT_MAX = 2n ** 63n - 1n;
 /** The values a write carries, checked against the endpoint's type and number of elements. */
 function valuesOf(plan: TagPlan, value: unknown): unknown[] {
   if (plan.elements === 1) {
-    if (Array.isArray(value)) throw new DeviceError(`${plan.tag} takes one ${plan.type} value, not an array`);
+    if (Array.isArray(value)) throw new RefusedWriteError(`${plan.tag} takes one ${plan.type} value, not an array`);
     return [value];
   }
-  if (!Array.isArray(value) || value.length !== plan.elements) throw new DeviceError(`${plan.tag} takes an array of ${plan.elements} ${plan.type} values`);
+  if (!Array.isArray(value) || value.length !== plan.elements) throw new RefusedWriteError(`${plan.tag} takes an array of ${plan.elements} ${plan.type} values`);
   return value;
 }
 
@@ -149,7 +149,7 @@ function encode(plan: TagPlan, values: unknown[]): Buffer {
   const data = Buffer.alloc(values.length * plan.size);
   values.forEach((v, i) => {
     const at = i * plan.size;
-    const bad = (what: string) => new DeviceError(`${plan.tag}${plan.elements > 1 ? `[element ${i}]` : ''}: ${JSON.stringify(v) ?? String(v)} ${what}`);
+    const bad = (what: string) => new RefusedWriteError(`${plan.tag}${plan.elements > 1 ? `[element ${i}]` : ''}: ${JSON.stringify(v) ?? String(v)} ${what}`);
     switch (plan.type) {
       case 'BOOL':
         if (v !== true && v !== false && v !== 0 && v !== 1) throw bad('is not a BOOL (true, false, 0 or 1)');
@@ -213,7 +213,7 @@ async function write(session: CipSession, plan: TagPlan, value: unknown): Promis
 /** BOOL array elements: one Read Modify Write per 32-bit word, setting and clearing only those bits. */
 async function writeBits(session: CipSession, plan: TagPlan, values: unknown[]): Promise<void> {
   const bits = values.map((v, i) => {
-    if (v !== true && v !== false && v !== 0 && v !== 1) throw new DeviceError(`${plan.tag}${plan.elements > 1 ? `[element ${i}]` : ''}: ${JSON.stringify(v) ?? String(v)} is not a BOOL (true, false, 0 or 1)`);
+    if (v !== true && v !== false && v !== 0 && v !== 1) throw new RefusedWriteError(`${plan.tag}${plan.elements > 1 ? `[element ${i}]` : ''}: ${JSON.stringify(v) ?? String(v)} is not a BOOL (true, false, 0 or 1)`);
     return v === true || v === 1;
   });
   const levels = parseTagName(plan.tag);

@@ -7,7 +7,7 @@ import type { ModbusRTU } from 'modbus-serial/ModbusRTU.js';
 import { newModbusClient } from './modbus-client.js';
 import type { EndpointDef } from '../service-files.js';
 import { isTimeout, type SerialLine, type SerialLines, type SerialSettings } from './serial-lines.js';
-import { DeviceError, type ConnectionDriver } from './types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './types.js';
 
 
 export interface ModbusTcpConfiguration {
@@ -57,13 +57,13 @@ function read(run: Run, ep: EndpointDef): Promise<unknown> {
 function write(run: Run, ep: EndpointDef, value: unknown): Promise<void> {
   const { table, address } = ep.address as { table: string; address: number };
   const values = Array.isArray(value) ? value : [value];
-  if (values.length === 0 || values.length > 123) return Promise.reject(new DeviceError('a write needs 1 to 123 values'));
+  if (values.length === 0 || values.length > 123) return Promise.reject(new RefusedWriteError('a write needs 1 to 123 values'));
   if (table === 'coil') {
-    if (!values.every((v) => typeof v === 'boolean' || v === 0 || v === 1)) return Promise.reject(new DeviceError('coils take booleans (or 0/1)'));
+    if (!values.every((v) => typeof v === 'boolean' || v === 0 || v === 1)) return Promise.reject(new RefusedWriteError('coils take booleans (or 0/1)'));
     return run(async (c) => void (await c.writeCoils(address, values.map((v) => v === true || v === 1))));
   }
   if (!values.every((v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffff)) {
-    return Promise.reject(new DeviceError('holding registers take integers 0..65535'));
+    return Promise.reject(new RefusedWriteError('holding registers take integers 0..65535'));
   }
   return run(async (c) => void (await c.writeRegisters(address, values as number[])));
 }
