@@ -1,7 +1,8 @@
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from './config/index.js';
 import { createLogger } from './log/index.js';
 import { createDaemon } from './daemon.js';
-import { isStorageFailure } from './store/index.js';
+import { upgradeDataDirectory } from './maintenance/data-upgrade.js';
+import { DataFormatError, isStorageFailure } from './store/index.js';
 import { collectWhenIdle, releaseYoungGeneration } from './heap-footprint.js';
 import { resumeOptimizer } from './start-up-tiering.js';
 import { wireGateway } from './wiring.js';
@@ -20,6 +21,17 @@ export async function main(): Promise<void> {
   }
   const log = createLogger({ level: config.log.level });
   const startedAt = process.hrtime.bigint();
+  // The data directory's format, before anything opens the store for writing: an older one is
+  // copied and migrated, a newer one refused in one line (exit 78: systemd does not restart).
+  try {
+    await upgradeDataDirectory({ dataDir: config.dataDir, log });
+  } catch (err) {
+    if (err instanceof DataFormatError) {
+      process.stderr.write(`gatewayd: ${err.message}\n`);
+      process.exit(CONFIG_EXIT_CODE);
+    }
+    throw err;
+  }
   const gateway = wireGateway(config, log);
   const daemon = createDaemon({ parts: gateway.parts, log });
 
