@@ -10,14 +10,15 @@
 // without writing to it: releases before 1.0.0 cannot refuse a newer format in one line (this
 // build's refusal is test/data-format.test.ts). A clone without the history fails here, it does
 // not skip.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { expect } from 'chai';
 import { gatewaydVersion } from '../src/maintenance/version.js';
 import { DATA_FORMAT_VERSION } from '../src/store/index.js';
-import { buildRelease, cachedRelease, releasesUnderTest, type BuiltRelease, type Release } from '../scripts/releases.js';
+import { buildRelease, cachedRelease, changelogReleases, ReleaseHistoryError, releasesUnderTest, repoRoot, resolveReleases, type BuiltRelease, type Release } from '../scripts/releases.js';
 import { mainScript, tempDir } from './support/harness.js';
 import { startReleaseDaemon, writeReleaseConfig, type ReleaseDaemon } from './support/release-daemon.js';
 import { ADMIN_PASSWORD, checkKept, featuresOf, plant, startPeers, stopPeers, type Peers } from './upgrade-support.js';
@@ -116,4 +117,31 @@ describe('upgrades from the earlier releases, built from git', function () {
       }
     });
   }
+});
+
+describe('the earlier releases: where they come from', function () {
+  this.timeout(60_000);
+
+  it('CHANGELOG.md names every earlier release with its milestone commit, newest first, not this one', () => {
+    const named = changelogReleases();
+    expect(named.map((r) => r.version)).to.deep.equal(['0.5.0', '0.4.0', '0.3.0', '0.2.0', '0.1.0']);
+    for (const r of named) expect(r.milestone, r.version).to.match(/^[0-9a-f]{40}$/);
+    expect(named.map((r) => r.version)).to.not.include(gatewaydVersion());
+  });
+
+  it('a clone without the history fails with what to do, never skips: shallow, not git, an unknown version', () => {
+    const dir = tempDir('gatewayd-shallow-');
+    try {
+      const shallow = join(dir, 'clone');
+      execFileSync('git', ['clone', '--quiet', '--depth', '1', `file://${repoRoot}`, shallow], { stdio: 'ignore' });
+      expect(() => resolveReleases(changelogReleases(), shallow)).to.throw(ReleaseHistoryError, /which this clone does not have: the clone is shallow; fetch the history \(git fetch --unshallow --tags\)/);
+      const plain = join(dir, 'plain');
+      execFileSync('mkdir', ['-p', plain]);
+      for (const f of ['CHANGELOG.md', 'package.json']) copyFileSync(join(repoRoot, f), join(plain, f));
+      expect(() => resolveReleases(changelogReleases(plain), plain)).to.throw(ReleaseHistoryError, /is not a git checkout/);
+      expect(() => releasesUnderTest({ GATEWAYD_UPGRADE_RELEASES: '0.5.0,9.9.9' })).to.throw(ReleaseHistoryError, /names a version CHANGELOG.md does not have/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
