@@ -7,8 +7,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { fetchTrusting } from '../test/support/https-fetch.js';
-import { dpkg, mode, owner, packageStatus, purgeIfInstalled, UNIT, unitExecution } from './support/installed-package.js';
-import { debFor, startDaemon, stopDaemon, type RunningDaemon } from './support/platform-kit.js';
+import { dpkg, mode, owner, packageStatus, purgeIfInstalled, startInstalledUnit, UNIT, unitExecution } from './support/installed-package.js';
+import { debFor, stopDaemon, type RunningDaemon } from './support/platform-kit.js';
 
 const ADMIN_PASSWORD = 'Installed-Passw0rd!';
 
@@ -65,17 +65,7 @@ describe('the amd64 package installed with dpkg', function () {
     expect(unit.argv).to.deep.equal(['/usr/lib/gatewayd/node/bin/node', '/usr/lib/gatewayd/dist/src/main.js']);
     expect([unit.user, unit.group, unit.cwd, unit.umask]).to.deep.equal(['gatewayd', 'gatewayd', '/usr/lib/gatewayd', '0077']);
     expect(unit.env).to.include({ GATEWAYD_DATA_DIR: '/var/lib/gatewayd', GATEWAYD_CONFIG: '/etc/gatewayd/config.json', GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD });
-    const uid = Number(execFileSync('id', ['-u', unit.user], { encoding: 'utf8' }));
-    const gid = Number(execFileSync('id', ['-g', unit.group], { encoding: 'utf8' }));
-    daemon = await startDaemon({
-      command: '/bin/sh',
-      args: ['-c', `umask ${unit.umask} && exec "$@"`, 'sh', ...unit.argv],
-      env: unit.env,
-      cwd: unit.cwd,
-      uid,
-      gid,
-      readyTimeoutMs: 60_000,
-    });
+    daemon = await startInstalledUnit();
     expect(daemon.stderr(), 'no platform warning on the bundled Node').to.equal('');
     const httpsFetch = fetchTrusting('/var/lib/gatewayd/pki/ca.cert.pem');
     const login = await httpsFetch(`https://127.0.0.1:${daemon.ready.https as number}/api/login`, {
