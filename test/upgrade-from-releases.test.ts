@@ -12,7 +12,7 @@
 // not skip.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { expect } from 'chai';
@@ -21,7 +21,7 @@ import { DATA_FORMAT_VERSION } from '../src/store/index.js';
 import { buildRelease, cachedRelease, changelogReleases, ReleaseHistoryError, releasesUnderTest, repoRoot, resolveReleases, type BuiltRelease, type Release } from '../scripts/releases.js';
 import { mainScript, tempDir } from './support/harness.js';
 import { startReleaseDaemon, writeReleaseConfig, type ReleaseDaemon } from './support/release-daemon.js';
-import { ADMIN_PASSWORD, checkKept, featuresOf, plant, startPeers, stopPeers, type Peers } from './upgrade-support.js';
+import { ADMIN_PASSWORD, checkKept, featuresOf, lineService, plant, startPeers, stopPeers, type Peers } from './upgrade-support.js';
 
 const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
@@ -83,6 +83,8 @@ describe('upgrades from the earlier releases, built from git', function () {
       let daemon: ReleaseDaemon | undefined;
       try {
         peers = await startPeers();
+        mkdirSync(join(dataDir, 'services'), { recursive: true });
+        writeFileSync(join(dataDir, 'services', 'line.yaml'), lineService(peers.plc.port));
         daemon = await startReleaseDaemon(built.main, oldConfig, work);
         const planted = await plant(daemon, peers, features);
         planted.stoppedAt = Date.now();
