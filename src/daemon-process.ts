@@ -30,7 +30,8 @@ export async function main(): Promise<void> {
       process.stderr.write(`gatewayd: ${err.message}\n`);
       process.exit(CONFIG_EXIT_CODE);
     }
-    throw err;
+    log.error('start failed', { error: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
+    process.exit(1);
   }
   const gateway = wireGateway(config, log);
   const daemon = createDaemon({ parts: gateway.parts, log });
