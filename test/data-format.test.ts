@@ -200,6 +200,9 @@ describe('the data format', function () {
       writeFileSync(join(p.beforeUpgrade, `format-${DATA_FORMAT_VERSION}_2025-05-01T10-00-00.000Z.tar.gz`), 'an older one');
       const hash = sha256(storeFile);
       const mtime = statSync(storeFile).mtimeMs;
+      // What a start would clean up after the newer release is left to it too.
+      const partial = join(p.backups, '.9.9.9_2026-05-01T10-00-00.000Z.tar.gz.partial');
+      writeFileSync(partial, 'half');
 
       const child = spawn(process.execPath, [mainScript], { env: daemonTestEnv(dataDir), stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
@@ -219,6 +222,7 @@ describe('the data format', function () {
       expect(sha256(storeFile)).to.equal(hash);
       expect(statSync(storeFile).mtimeMs).to.equal(mtime);
       expect(readDataFormat(join(dataDir, 'db'))).to.deep.equal({ format: DATA_FORMAT_VERSION + 1, writtenBy: '9.9.9' });
+      expect(existsSync(partial), "the newer release's half-written archive").to.equal(true);
     });
 
     it('without a copy to go back to, the line says to restore a backup of this format or older', async () => {

@@ -72,15 +72,20 @@ export async function upgradeDataDirectory(deps: DataUpgradeDeps): Promise<DataU
   const version = deps.version ?? gatewaydVersion();
   const now = deps.now ?? (() => new Date());
   const p = maintenancePaths(deps.dataDir);
+  const refuseUnreadable = (found: FoundDataFormat | undefined) => {
+    const f = found?.format;
+    if (f === undefined || (typeof f === 'number' && Number.isInteger(f) && f >= OLDEST_DATA_FORMAT && f <= DATA_FORMAT_VERSION)) return;
+    throw new DataFormatError(typeof f === 'number' ? f : Number.NaN, refusalMessage({ dataDir: deps.dataDir, found: found!, version, archives: beforeUpgradeArchives(p) }));
+  };
+  // A directory this build does not read is left exactly as it is, its maintenance files too.
+  refuseUnreadable(readDataFormat(p.db));
   // An interrupted restore swap is finished or undone first: the store checked is the one that runs.
   recoverMaintenanceFiles({ dataDir: deps.dataDir, log });
   const found = readDataFormat(p.db);
+  refuseUnreadable(found);
   if (!found || found.format === undefined) return { action: 'new' };
   if (found.format === DATA_FORMAT_VERSION) return { action: 'current' };
-  const from = found.format;
-  if (typeof from !== 'number' || !Number.isInteger(from) || from < OLDEST_DATA_FORMAT || from > DATA_FORMAT_VERSION) {
-    throw new DataFormatError(typeof from === 'number' ? from : Number.NaN, refusalMessage({ dataDir: deps.dataDir, found, version, archives: beforeUpgradeArchives(p) }));
-  }
+  const from = found.format as number;
 
   const id = beforeUpgradeIdFor(from, now());
   log.lifecycle('data format upgrade: copying the data as it is first', { from, to: DATA_FORMAT_VERSION, backup: join(p.beforeUpgrade, `${id}${ARCHIVE_SUFFIX}`) });
