@@ -134,6 +134,8 @@ export function buildPackage(options: { arch: string; out?: string; compression:
     const doc = join(tree, 'usr/share/doc/gatewayd');
     mkdirSync(doc, { recursive: true });
     copyFileSync(join(root, 'README.md'), join(doc, 'README.md'));
+    // The README links to it; the releases and what 1.0 promises (the Debian changelog is changelog.gz).
+    copyFileSync(join(root, 'CHANGELOG.md'), join(doc, 'CHANGELOG.md'));
     const pages = existsSync(join(root, 'docs')) ? readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')) : [];
     if (pages.length) mkdirSync(join(doc, 'docs'));
     for (const page of pages) copyFileSync(join(root, 'docs', page), join(doc, 'docs', page));

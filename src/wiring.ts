@@ -35,6 +35,7 @@ import { createBroker, type Broker } from './mqtt/index.js';
 import { gatewaydVersion } from './maintenance/version.js';
 import { createMaintenanceService } from './maintenance/maintenance-service.js';
 import { recoverMaintenanceFiles } from './maintenance/recovery.js';
+import { backupBytes } from './maintenance/data-upgrade.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
 import { createRegistryService } from './registry/registry-service.js';
 import { registryRoutes } from './http/routes/registry-routes.js';
@@ -71,7 +72,9 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
-  const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  // The daemon has checked the data format before (maintenance/data-upgrade.ts); a store of
+  // another format does not open (DataFormatError).
+  const store: Store = openStore({ dir: join(config.dataDir, 'db'), writtenBy: gatewaydVersion() });
   // When anything of the store touches the flash (docs/design.md §15): every part that keeps data as it
   // runs (broker state, bridge queues, the audit trail...) writes through it; API writes commit at once.
   const { holdMs, commitIntervalMs, backgroundCommitMs } = config.storage;
@@ -196,6 +199,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     maintenanceRunning: () => maintenance.status().running,
     dataDir: config.dataDir,
     minFreeDiskBytes: config.health.minFreeDiskBytes,
+    version: gatewaydVersion(),
   });
   const metrics = createMetrics({
     broker: () => broker?.stats(),
@@ -220,6 +224,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       const backup = maintenance.status().backup;
       return backup?.succeeded ? backup.endDate : undefined;
     },
+    backupBytes: () => backupBytes(maintenance.paths),
   });
   // The overview's charts: the last hour of the counters above, sampled in memory.
   const dashboard = createDashboard({

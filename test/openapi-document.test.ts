@@ -289,6 +289,13 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
       expect(doc['servers']).to.deep.equal([{ url: '/' }]);
     });
 
+    it("names gatewayd's version (package.json) as its own, in the file and in what the build serves", () => {
+      const version = (JSON.parse(readFileSync(join(dirname(SPEC_PATH), '../../package.json'), 'utf8')) as { version: string }).version;
+      expect((doc['info'] as JsonObject)['version']).to.equal(version);
+      const built = JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../src/http/openapi.json'), 'utf8')) as { info: { version: string } };
+      expect(built.info.version).to.equal(version);
+    });
+
     it('declares exactly the 88 operations of the contract and the documented additions', () => {
       expect(CONTRACT_OPERATIONS).to.have.lengthOf(88);
       const declared = operations(doc).map((o) => `${o.method} ${o.path}`);

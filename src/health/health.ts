@@ -1,6 +1,7 @@
 // Liveness and readiness for watchdogs, Docker's HEALTHCHECK and orchestrators. Anonymous and
 // minimal: a probe learns whether the gateway can do its work, never why in detail (no paths,
-// sizes or names).
+// sizes or names). Liveness also says which release answers (docs/design.md §16), so a fleet's
+// monitoring sees that an upgrade landed without credentials.
 import { statfs } from 'node:fs/promises';
 import { Router } from 'express';
 import type { Store } from '../store/index.js';
@@ -20,6 +21,8 @@ export interface HealthDeps {
   maintenanceRunning: () => boolean;
   dataDir: string;
   minFreeDiskBytes: number;
+  /** The gatewayd version GET /health names. */
+  version: string;
 }
 
 export interface Health {
@@ -59,7 +62,7 @@ export function createHealth(deps: HealthDeps): Health {
       const router = Router({ caseSensitive: true, strict: true });
       router.get('/health', (_req, res) => {
         res.setHeader('Cache-Control', 'no-store');
-        res.json({ status: 'ok' });
+        res.json({ status: 'ok', version: deps.version });
       });
       router.get('/health/ready', async (_req, res) => {
         const r = await readiness();

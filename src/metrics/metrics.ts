@@ -66,6 +66,8 @@ export interface MetricsSources {
   freeDiskBytes: () => Promise<number | undefined>;
   /** End of the last successful backup (ISO), if any. */
   lastBackupEnd: () => string | undefined;
+  /** Bytes of the archives under <data>/backups, the copies taken before data format upgrades included. */
+  backupBytes?: () => Promise<number>;
 }
 
 export interface Metrics {
@@ -264,6 +266,10 @@ export function createMetrics(sources: MetricsSources): Metrics {
     });
     metric('gauge', 'gatewayd_disk_free_bytes', 'Free bytes on the data directory filesystem.', [], async (set) => {
       const n = await sources.freeDiskBytes();
+      if (n !== undefined) set(n);
+    });
+    metric('gauge', 'gatewayd_backup_bytes', 'Bytes of the backup archives in the data directory, the copies taken before data format upgrades included.', [], async (set) => {
+      const n = await sources.backupBytes?.();
       if (n !== undefined) set(n);
     });
     metric('gauge', 'gatewayd_last_backup_age_seconds', 'Seconds since the last successful backup ended (absent: none).', [], (set) => {
