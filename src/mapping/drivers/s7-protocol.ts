@@ -3,10 +3,13 @@
 // Pure encoding and decoding: no I/O (the session is s7-session.ts). Every length read from the
 // wire is checked before use; a malformed answer throws S7ProtocolError (the session then drops
 // the connection) and never reads out of bounds.
+import { ProtocolError } from '../../errors/errors.js';
 
 /** An answer the client cannot make sense of: the connection is not usable any more. */
-export class S7ProtocolError extends Error {
-  override readonly name = 'S7ProtocolError';
+export class S7ProtocolError extends ProtocolError {
+  constructor(message: string) {
+    super('S7', message);
+  }
 }
 
 /** Memory areas by their S7 code. */
@@ -221,24 +224,41 @@ export const answerRoom = (pduLength: number) => pduLength - ANSWER_HEAD;
 export const maxReadLength = (pduLength: number) => answerRoom(pduLength) - ITEM_DATA_HEAD;
 export const maxWriteLength = (pduLength: number) => requestRoom(pduLength) - ITEM_SPEC - ITEM_DATA_HEAD;
 
+/** A COTP data unit's header: length indicator, DT code, TPDU number with the EOT bit. */
+const COTP_DT_HEAD = 3;
+
 /**
  * Cuts a byte stream into TPKT frames and the frames' COTP data units into S7 PDUs (a PDU may
  * span several data units; the last has the EOT bit). Non-data COTP units (the connection
- * confirm) are handed over as they are.
+ * confirm) are handed over as they are. Nothing is buffered beyond what the PDU length allows
+ * (the one asked for until the CPU grants one, then the granted one): a frame or a PDU that
+ * says it is longer is refused at its header, before its bytes are waited for.
  */
 export class FrameReader {
   private buffered: Buffer = Buffer.alloc(0);
   private pending: Buffer[] = [];
+  private pendingBytes = 0;
   constructor(
     private readonly onPdu: (pdu: Buffer) => void,
     private readonly onCotp: (cotp: Buffer) => void,
+    private pduLimit: number,
   ) {}
+  /** The PDU length the CPU granted: from now on no frame or PDU may be longer. */
+  limitPdu(pduLength: number): void {
+    this.pduLimit = pduLength;
+  }
+  /** Bytes held: of an incomplete frame, and of the data units of an incomplete PDU. */
+  get held(): number {
+    return this.buffered.length + this.pendingBytes;
+  }
   push(chunk: Buffer): void {
     this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
     while (this.buffered.length >= TPKT_HEAD) {
       if (this.buffered[0] !== 0x03) throw new S7ProtocolError('not a TPKT frame');
       const length = this.buffered.readUInt16BE(2);
       if (length < TPKT_HEAD + 2) throw new S7ProtocolError(`TPKT frame of ${length} bytes`);
+      const max = TPKT_HEAD + COTP_DT_HEAD + this.pduLimit;
+      if (length > max) throw new S7ProtocolError(`TPKT frame of ${length} bytes, more than the PDU length allows (${max})`);
       if (this.buffered.length < length) return;
       const frame = this.buffered.subarray(TPKT_HEAD, length);
       this.buffered = this.buffered.subarray(length);
@@ -249,10 +269,17 @@ export class FrameReader {
     const headLength = cotp[0]! + 1;
     if (headLength > cotp.length) throw new S7ProtocolError('COTP header longer than its frame');
     if (cotp[1] !== 0xf0) return this.onCotp(cotp);
-    this.pending.push(cotp.subarray(headLength));
-    if ((cotp[2]! & 0x80) === 0) return; // more data units follow
+    if (headLength < COTP_DT_HEAD) throw new S7ProtocolError(`COTP data unit with a ${headLength}-byte header`);
+    const unit = cotp.subarray(headLength);
+    const last = (cotp[2]! & 0x80) !== 0;
+    if (!last && unit.length === 0) throw new S7ProtocolError('empty COTP data unit without end of PDU');
+    if (this.pendingBytes + unit.length > this.pduLimit) throw new S7ProtocolError(`S7 PDU longer than the PDU length of ${this.pduLimit} bytes`);
+    this.pending.push(unit);
+    this.pendingBytes += unit.length;
+    if (!last) return; // more data units follow
     const pdu = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
     this.pending = [];
+    this.pendingBytes = 0;
     this.onPdu(pdu);
   }
 }
