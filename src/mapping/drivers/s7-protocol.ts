@@ -4,6 +4,7 @@
 // wire is checked before use; a malformed answer throws S7ProtocolError (the session then drops
 // the connection) and never reads out of bounds.
 import { ProtocolError } from '../../errors/errors.js';
+import { wireLength } from './wire-length.js';
 
 /** An answer the client cannot make sense of: the connection is not usable any more. */
 export class S7ProtocolError extends ProtocolError {
@@ -124,7 +125,7 @@ export function parseAnswer(pdu: Buffer): S7Answer {
   const ref = pdu.readUInt16BE(4);
   const paramLength = pdu.readUInt16BE(6);
   const dataLength = pdu.readUInt16BE(8);
-  if (headLength + paramLength + dataLength > pdu.length) throw new S7ProtocolError('S7 answer shorter than its header says');
+  wireLength('S7', 'S7 parameter and data length', paramLength + dataLength, { cap: pdu.length - headLength, available: pdu.length - headLength });
   const errorClass = pdu[10]!;
   const errorCode = pdu[11]!;
   const answer: S7Answer = { ref, params: pdu.subarray(headLength, headLength + paramLength), data: pdu.subarray(headLength + paramLength, headLength + paramLength + dataLength) };
@@ -184,7 +185,7 @@ export function parseReadAnswer(answer: S7Answer, ranges: S7Range[]): S7ItemResu
       out.push({ ok: false, reason: returnCodeText(code) });
       continue;
     }
-    if (at + bytes > d.length) throw new S7ProtocolError('Read Var answer item longer than the answer');
+    wireLength('S7', 'Read Var item length', bytes, { cap: d.length - at, available: d.length - at });
     out.push(bytes === r.length ? { ok: true, data: Buffer.from(d.subarray(at, at + bytes)) } : { ok: false, reason: `the PLC answered ${bytes} bytes for ${r.length}` });
     at += bytes + (bytes % 2 === 1 && at + bytes < d.length ? 1 : 0); // a fill byte after odd data
   }
@@ -255,10 +256,7 @@ export class FrameReader {
     this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
     while (this.buffered.length >= TPKT_HEAD) {
       if (this.buffered[0] !== 0x03) throw new S7ProtocolError('not a TPKT frame');
-      const length = this.buffered.readUInt16BE(2);
-      if (length < TPKT_HEAD + 2) throw new S7ProtocolError(`TPKT frame of ${length} bytes`);
-      const max = TPKT_HEAD + COTP_DT_HEAD + this.pduLimit;
-      if (length > max) throw new S7ProtocolError(`TPKT frame of ${length} bytes, more than the PDU length allows (${max})`);
+      const length = wireLength('S7', 'TPKT frame length', this.buffered.readUInt16BE(2), { min: TPKT_HEAD + 2, cap: TPKT_HEAD + COTP_DT_HEAD + this.pduLimit });
       if (this.buffered.length < length) return;
       const frame = this.buffered.subarray(TPKT_HEAD, length);
       this.buffered = this.buffered.subarray(length);
@@ -273,7 +271,7 @@ export class FrameReader {
     const unit = cotp.subarray(headLength);
     const last = (cotp[2]! & 0x80) !== 0;
     if (!last && unit.length === 0) throw new S7ProtocolError('empty COTP data unit without end of PDU');
-    if (this.pendingBytes + unit.length > this.pduLimit) throw new S7ProtocolError(`S7 PDU longer than the PDU length of ${this.pduLimit} bytes`);
+    wireLength('S7', 'S7 PDU length', this.pendingBytes + unit.length, { cap: this.pduLimit });
     this.pending.push(unit);
     this.pendingBytes += unit.length;
     if (!last) return; // more data units follow
