@@ -53,10 +53,23 @@ const MAX_ATOMIC_SIZE = 8;
  */
 const MIN_FRAGMENT_BYTES = 32;
 
+/** An endpoint's address as the driver reads it. */
+export interface EtherNetIpAddress {
+  tag: string;
+  type?: EtherNetIpType;
+  elements?: number;
+}
+
 function planOf(ep: EndpointDef): TagPlan {
   const known = plans.get(ep);
   if (known) return known;
-  const { tag, type, elements = 1 } = ep.address as { tag: string; type?: EtherNetIpType; elements?: number };
+  const plan = planFor(ep.address as unknown as EtherNetIpAddress);
+  plans.set(ep, plan);
+  return plan;
+}
+
+function planFor(address: EtherNetIpAddress): TagPlan {
+  const { tag, type, elements = 1 } = address;
   const levels = parseTagName(tag);
   const last = levels[levels.length - 1]!;
   let plan: TagPlan;
@@ -69,7 +82,6 @@ function planOf(ep: EndpointDef): TagPlan {
   } else {
     plan = { tag, type, elements, path: tagPath(levels), code: type === undefined ? undefined : AtomicTypes[type].code, wireElements: elements };
   }
-  plans.set(ep, plan);
   return plan;
 }
 
@@ -87,6 +99,9 @@ function answeredType(plan: TagPlan, code: number): AtomicType {
   if (!type) throw new DeviceError(`${plan.tag} is ${typeName(code)} in the controller: only atomic types are read (address its atomic members)`);
   return type;
 }
+
+/** One reading of a tag through a session (the driver's read; the fuzz target feeds it a session of its own). */
+export const readTag = (session: Pick<CipSession, 'request' | 'messageLimit'>, address: EtherNetIpAddress): Promise<unknown> => read(session as CipSession, planFor(address));
 
 async function read(session: CipSession, plan: TagPlan): Promise<unknown> {
   const { type, data } = await readWire(session, plan);
