@@ -4,7 +4,8 @@
 // takes any protocol id and passes answers to transactions other than the one asked on. Here
 // (Modbus Application Protocol v1.1b3 §4.1): the length after the MBAP header is 2 to 254
 // bytes (the 260-byte ADU), refused at the header; the protocol id is 0; one request is
-// outstanding and the answer carries its transaction id. Anything else is a ProtocolError:
+// outstanding and the answer carries its transaction id; a read answer's byte count is what
+// its frame carries. Anything else is a ProtocolError:
 // the port fails (`failure`), its socket closes, and the connection is lost at once.
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
@@ -16,6 +17,11 @@ const MBAP_HEAD = 6;
 /** Unit id + PDU: a PDU is at most 253 bytes, an ADU 260. */
 const MAX_MBAP_LENGTH = 254;
 const MIN_MBAP_LENGTH = 2;
+
+/** The connection to the device failed or closed (not a malformed answer: that is a ProtocolError). */
+export class ModbusLinkError extends Error {
+  override readonly name = 'ModbusLinkError';
+}
 
 /** What the port needs of its socket. */
 export type ModbusSocket = Pick<net.Socket, 'write' | 'destroy' | 'on' | 'once' | 'setNoDelay'>;
@@ -62,9 +68,9 @@ export class ModbusTcpPort extends EventEmitter {
     socket.on('data', (chunk: Buffer) => this.received(chunk));
     socket.on('error', (err: Error) => {
       if (!this.opened) return callback(err);
-      this.fail(err);
+      this.fail(new ModbusLinkError(`connection error: ${err.message}`));
     });
-    socket.on('close', () => this.fail(new Error('connection closed by the device')));
+    socket.on('close', () => this.fail(new ModbusLinkError('connection closed by the device')));
   }
 
   /** An RTU request from modbus-serial (unit, PDU, CRC): sent as an MBAP frame. */
@@ -93,7 +99,7 @@ export class ModbusTcpPort extends EventEmitter {
   }
 
   private end(): void {
-    this.failure ??= new Error('closed');
+    this.failure ??= new ModbusLinkError('closed');
     this.socket?.destroy();
   }
 
@@ -117,6 +123,10 @@ export class ModbusTcpPort extends EventEmitter {
         this.buffered = this.buffered.subarray(MBAP_HEAD + length);
         if (tid !== this.outstanding) throw new ProtocolError('Modbus', this.outstanding === undefined ? `an answer to transaction ${tid}, none was asked` : `an answer to transaction ${tid}, ${this.outstanding} was asked`);
         this.outstanding = undefined;
+        // A read answer's byte count is the rest of its frame: modbus-serial loops over the
+        // count it declares (up to 255 bytes, 2,040 bits) without looking at the frame.
+        const fc = adu[1];
+        if (fc !== undefined && fc >= 1 && fc <= 4 && adu.length >= 3 && adu[2] !== adu.length - 3) throw new ProtocolError('Modbus', `a byte count of ${adu[2]} in a frame that carries ${adu.length - 3}`);
         // As modbus-serial's parsers expect it: unit id, PDU, CRC.
         const rtu = Buffer.alloc(adu.length + 2);
         adu.copy(rtu);

@@ -10,7 +10,7 @@ import net from 'node:net';
 import type { ModbusRTU } from 'modbus-serial/ModbusRTU.js';
 import { ProtocolError } from '../../errors/errors.js';
 import { newModbusClient } from './modbus-client.js';
-import { ModbusTcpPort, type ModbusSocket } from './modbus-tcp-port.js';
+import { ModbusLinkError, ModbusTcpPort, type ModbusSocket } from './modbus-tcp-port.js';
 import type { EndpointDef } from '../service-files.js';
 import { isTimeout, type SerialLine, type SerialLines, type SerialSettings } from './serial-lines.js';
 import { DeviceError, type ConnectionDriver } from './types.js';
@@ -110,10 +110,23 @@ export function createTcpDriver(cfg: ModbusTcpConfiguration, dial: () => ModbusS
   let lostListener: (reason: string) => void = () => {};
   // One request at a time per connection: small devices handle no more.
   let chain: Promise<unknown> = Promise.resolve();
+  /**
+   * What failed, typed: an exception response stays as modbus-serial made it (a DeviceError
+   * later), a timeout says so, the link's failures are ModbusLinkErrors, and whatever
+   * modbus-serial's parsers refused (CRC, length, unit, function, or a RangeError of theirs)
+   * is a ProtocolError: a malformed answer.
+   */
+  const typed = (err: unknown): unknown => {
+    if (typeof (err as { modbusCode?: unknown })?.modbusCode === 'number' || err instanceof ProtocolError || err instanceof ModbusLinkError) return err;
+    if (isTimeout(err)) return new ModbusLinkError(`the device did not answer within ${cfg.timeoutMs} ms`);
+    return new ProtocolError('Modbus', (err as { message?: string })?.message ?? String(err));
+  };
   const run: Run = <T>(fn: (c: ModbusRTU) => Promise<T>): Promise<T> => {
     const next = chain.then(() => {
-      if (!client || !client.isOpen) throw new Error('not connected');
-      return Promise.race([fn(client), portFailed]);
+      if (!client || !client.isOpen) throw new ModbusLinkError('not connected');
+      return Promise.race([fn(client), portFailed]).catch((err: unknown) => {
+        throw typed(err);
+      });
     });
     chain = next.catch(() => undefined);
     return next.catch((err: unknown) => classify(err, lose));
@@ -124,11 +137,8 @@ export function createTcpDriver(cfg: ModbusTcpConfiguration, dial: () => ModbusS
     client = undefined;
     port = undefined;
     (c as unknown as NodeJS.EventEmitter).removeAllListeners('close');
-    try {
-      c.close(() => {});
-    } catch {
-      // already closed
-    }
+    // destroy, not close: the request in flight's timer goes too.
+    c.destroy(() => {});
     lostListener(reason);
   };
 
@@ -155,7 +165,7 @@ export function createTcpDriver(cfg: ModbusTcpConfiguration, dial: () => ModbusS
       portFailed = new Promise<never>((_resolve, reject) => {
         c.on('close', () => {
           const reason = p.failure?.message ?? 'connection closed by the device';
-          reject(p.failure instanceof ProtocolError ? p.failure : new Error(reason));
+          reject(p.failure ?? new ModbusLinkError(reason));
           if (client === c) lose(reason);
         });
       });
@@ -170,14 +180,7 @@ export function createTcpDriver(cfg: ModbusTcpConfiguration, dial: () => ModbusS
       port = undefined;
       if (!c) return;
       (c as unknown as NodeJS.EventEmitter).removeAllListeners('close');
-      await new Promise<void>((resolve) => {
-        try {
-          c.close(() => resolve());
-        } catch {
-          resolve();
-        }
-        setTimeout(resolve, 1000).unref();
-      });
+      c.destroy(() => {});
     },
     onLost(listener) {
       lostListener = listener;
