@@ -3,6 +3,8 @@
 // must reach a floor of executions (a harness that got slower fails) and find nothing. A
 // failure is saved under test/fuzz/regressions/<target>/ and named in the test's message.
 import { expect } from 'chai';
+import fc from 'fast-check';
+import type { FuzzTarget } from './fuzz-target.js';
 import { loadRegressions, runFuzz, type FuzzReport } from './run-fuzz.js';
 import { runSeed } from './random.js';
 
@@ -21,6 +23,14 @@ export function fuzzSuite({ target, timeMs, minExecutions }: FuzzSuiteOptions): 
   describe(`fuzz: ${target}`, function () {
     this.timeout(timeMs + 60_000);
 
+    it('generates valid cases among the mutated ones (the exact-decoding oracle has work)', async () => {
+      const { target: t } = (await import(`../targets/${target}.js`)) as { target: FuzzTarget };
+      if (!t.valid) return;
+      const sample = fc.sample(t.cases, { numRuns: 400, seed: 42 });
+      const valid = sample.filter((c) => t.valid!(c)).length;
+      expect(valid, `${valid} valid cases of ${sample.length}`).to.be.at.least(sample.length / 20);
+    });
+
     it('replays every saved regression without a failure', async () => {
       const saved = loadRegressions(target);
       const report = await runFuzz({ target, mode: 'replay', seed: 0, timeMs: 0 });
@@ -30,7 +40,8 @@ export function fuzzSuite({ target, timeMs, minExecutions }: FuzzSuiteOptions): 
 
     it(`survives ${timeMs / 1000} s of generated cases, at least ${minExecutions} of them`, async () => {
       const seed = runSeed();
-      const report = await runFuzz({ target, seed, timeMs });
+      // A hang is a case that never returns; 2 s leaves room for a machine that is busy with other tests.
+      const report = await runFuzz({ target, seed, timeMs, hangMs: 2000 });
       console.log(`      ${summary(report)} (GATEWAYD_FUZZ_SEED=${seed} repeats it)`);
       expect(report.failures, summary(report)).to.deep.equal([]);
       expect(report.executions, summary(report)).to.be.at.least(minExecutions);

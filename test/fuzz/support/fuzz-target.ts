@@ -15,6 +15,12 @@ export interface FuzzTarget {
   cases: fc.Arbitrary<Uint8Array>;
   /** Runs one case; throws when an oracle is violated. Async targets settle in microtasks (no real I/O, no timers waited for). */
   run(bytes: Uint8Array): void | Promise<void>;
+  /**
+   * The case is valid input (what a correct device sends): run() then checks the exact decoding.
+   * The suite checks that the generator still makes such cases (a broken generator that only
+   * makes garbage would leave the decoding oracle idle).
+   */
+  valid?(bytes: Uint8Array): boolean;
   /** run() returns a promise. */
   async?: boolean;
   /**

@@ -48,8 +48,8 @@ async function measure(target: FuzzTarget, bytes: Uint8Array): Promise<Measure> 
 /** Runs one case with every oracle; throws OracleError (or what run() threw) when one is violated. */
 export async function checkCase(target: FuzzTarget, bytes: Uint8Array): Promise<void> {
   const first = await measure(target, bytes);
-  const allowance = allowanceOf(target, bytes);
-  if (first.bytes > allowance) {
+  if (first.bytes > ALLOC_FACTOR * bytes.length + ALLOC_SLACK && first.bytes > allowanceOf(target, bytes)) {
+    const allowance = allowanceOf(target, bytes);
     const again = await measure(target, bytes);
     if (again.bytes > allowance) throw new OracleError('memory', `a case of ${bytes.length} bytes allocated ${again.bytes} bytes (at most ${allowance})`);
   }
@@ -74,8 +74,10 @@ export function checkCaseSync(target: FuzzTarget, bytes: Uint8Array): void {
     return { ms: performance.now() - t0, bytes: allocated() - before };
   };
   const first = run();
-  const allowance = allowanceOf(target, bytes);
-  if (first.bytes > allowance && run().bytes > allowance) throw new OracleError('memory', `a case of ${bytes.length} bytes allocated more than ${allowance} bytes, twice`);
+  if (first.bytes > ALLOC_FACTOR * bytes.length + ALLOC_SLACK) {
+    const allowance = allowanceOf(target, bytes);
+    if (first.bytes > allowance && run().bytes > allowance) throw new OracleError('memory', `a case of ${bytes.length} bytes allocated more than ${allowance} bytes, twice`);
+  }
   if (first.ms > MAX_CASE_MS && bytes.length <= TIMED_CASE_BYTES) {
     let best = first.ms;
     for (let i = 0; i < 3 && best > MAX_CASE_MS; i++) best = Math.min(best, run().ms);

@@ -16,6 +16,7 @@ import { ETHERNET_IP_TYPES } from '../../../src/mapping/drivers/ethernet-ip-sche
 import { DeviceError } from '../../../src/mapping/drivers/types.js';
 import { CaseReader, CaseWriter } from '../support/fuzz-case.js';
 import { OracleError, onlyTyped, onlyTypedAsync, type FuzzTarget } from '../support/fuzz-target.js';
+import { withCorpus } from '../support/corpus.js';
 import { applyMutations, chunksAt, mutationsArbitrary, splitPointsArbitrary, type Mutation } from '../support/mutators.js';
 import { cipFields, connectedReply, messageReply, multipleServiceData } from '../wire/cip-wire.js';
 
@@ -44,13 +45,18 @@ function validStream(c: Pick<StreamCase, 'asked' | 'datas'>): Buffer {
   return connectedReply(1, messageReply(0x0a, 0, multipleServiceData(replies)));
 }
 
-function runStream(r: CaseReader): void {
+function readStream(r: CaseReader): Omit<StreamCase, "stream"> & { stream: Buffer; valid: boolean } {
   const asked = r.u8() % 12;
   const datas = Array.from({ length: 1 + (r.u8() % 4) }, () => r.bytes());
   const splits = Array.from({ length: r.u8() % 9 }, () => r.u16());
   const stream = r.rest();
   const expected = validStream({ asked, datas });
   const valid = stream.equals(expected) && (asked === 0 ? datas.every((d) => d.length <= 490) : expected.length - ENCAP_HEADER <= MAX_ENCAP_DATA);
+  return { asked, datas, splits, stream, valid };
+}
+
+function runStream(r: CaseReader): void {
+  const { asked, datas, splits, stream, valid } = readStream(r);
   const got: MessageReply[][] = [];
   let buffered: Buffer = Buffer.alloc(0);
   const outcome = onlyTyped([ProtocolError], () => {
@@ -141,7 +147,7 @@ function expectedValues(c: ReadCase): unknown {
   return c.elements === 1 ? values[0] : values;
 }
 
-async function runRead(r: CaseReader): Promise<void> {
+function readRead(r: CaseReader): { c: ReadCase; replies: Buffer[]; total: number; valid: boolean } {
   const type = TYPES[r.u8() % TYPES.length];
   const answered = (Object.keys(AtomicTypes) as Array<keyof typeof AtomicTypes>)[r.u8() % 8]!;
   const elements = 1 + (r.u16() % 1000);
@@ -153,6 +159,12 @@ async function runRead(r: CaseReader): Promise<void> {
   const fitting = (type === undefined || AtomicTypes[type].code === AtomicTypes[answered].code) && data.length === total && (fragment >= 32 || fragment >= total);
   const expected = fitting ? validReplies(c) : [];
   const valid = fitting && expected.length === replies.length && expected.every((v, i) => v.equals(replies[i]!));
+  return { c, replies, total, valid };
+}
+
+async function runRead(r: CaseReader): Promise<void> {
+  const { c, replies, total, valid } = readRead(r);
+  const { type, elements } = c;
   let asked = 0;
   const session = {
     messageLimit: 498,
@@ -225,6 +237,27 @@ function exchangesOf(bytes: Uint8Array): number {
   return r.u8() % 64;
 }
 
+/** A recorded reply (an encapsulation packet from the test kit's CIP server) as a stream case. */
+export function caseFromRecording(frame: Buffer): Uint8Array | undefined {
+  try {
+    const { packets } = splitPackets(frame);
+    if (packets.length !== 1 || packets[0]!.command !== 0x70) return undefined;
+    const reply = parseReply(cpfDataItem(packets[0]!.data).subarray(2));
+    const asked = reply.service === 0x8a ? reply.data.readUInt16LE(0) : 0;
+    if (asked > 11) return undefined;
+    return rewriteStream(asked, [reply.data], frame);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A stream case whose stream is `frame` as recorded. */
+function rewriteStream(asked: number, datas: Buffer[], frame: Buffer): Uint8Array {
+  const w = new CaseWriter().u8(0).u8(asked).u8(datas.length - 1);
+  for (const d of datas) w.bytes(d);
+  return w.u8(0).rest(frame);
+}
+
 // ---- the target ----------------------------------------------------------------------------
 
 const streamCases = fc
@@ -235,9 +268,13 @@ export const target: FuzzTarget = {
   name: 'cip-replies',
   description: 'EtherNet/IP replies: encapsulation reassembly at random split points, CPF items, Message Router and Multiple Service Packet replies; tag reads with fragments (status 0x06) from a session answering the case; valid replies from our encoders with 0-3 mutations, and raw bytes',
   async: true,
+  valid: (bytes) => {
+    const r = new CaseReader(bytes);
+    return r.u8() % 2 === 0 ? readStream(r).valid : readRead(r).valid;
+  },
   // A read is an exchange per reply: each has the driver's fixed cost (a request built, promises), not sized by the wire.
   allowance: (bytes) => 16 * bytes.length + 64 * 1024 + EXCHANGE_COST * exchangesOf(bytes),
-  cases: fc.oneof({ weight: 4, arbitrary: streamCases }, { weight: 4, arbitrary: readCases }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 2048 }) }),
+  cases: withCorpus('cip-replies', fc.oneof({ weight: 4, arbitrary: streamCases }, { weight: 4, arbitrary: readCases }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 2048 }) })),
   async run(bytes) {
     const r = new CaseReader(bytes);
     if (r.u8() % 2 === 0) runStream(r);

@@ -18,6 +18,7 @@ import type { EndpointDef } from '../../../src/mapping/service-files.js';
 import { CaseReader, CaseWriter } from '../support/fuzz-case.js';
 import { OracleError, onlyTypedAsync, type FuzzTarget } from '../support/fuzz-target.js';
 import { allocatedNow } from '../support/oracles.js';
+import { withCorpus } from '../support/corpus.js';
 import { applyMutations, chunksAt, mutationsArbitrary, splitPointsArbitrary, type Mutation } from '../support/mutators.js';
 import { exceptionPdu, mbap, modbusFields, readPdu, writeEcho } from '../wire/modbus-wire.js';
 
@@ -60,7 +61,7 @@ function validAnswer(c: Omit<ModbusCase, 'splits' | 'stream'>): Buffer {
 }
 
 function toCase(c: ModbusCase): Uint8Array {
-  const w = new CaseWriter().u8(c.op).u16(c.address).u8(c.quantity).u8(c.exception);
+  const w = new CaseWriter().u8(c.op).u16(c.address).u8(c.quantity - 1).u8(c.exception);
   for (const v of c.values) w.u16(v);
   w.u8(c.splits.length);
   for (const s of c.splits) w.u16(s);
@@ -168,12 +169,32 @@ const structured = fc
     return toCase({ ...c, splits, stream: applyMutations(valid, modbusFields(valid), mutations) });
   });
 
+/** A recorded answer (an MBAP frame from the test kit's Modbus server) as a case, its request read back from it. */
+export function caseFromRecording(frame: Buffer): Uint8Array | undefined {
+  if (frame.length < 9) return undefined;
+  const fc = frame[7]!;
+  const op = OPS.findIndex((o) => o.fc === (fc & 0x7f));
+  if (op < 0) return undefined;
+  const stream = Buffer.from(frame);
+  stream.writeUInt16BE(1, 0); // the driver's first transaction
+  if (fc & 0x80) return toCase({ op, address: 0, quantity: 1, values: [0], exception: frame[8]!, splits: [], stream });
+  if (OPS[op]!.write) return toCase({ op, address: frame.readUInt16BE(8), quantity: frame.readUInt16BE(10), values: Array.from({ length: frame.readUInt16BE(10) }, () => 0), exception: 0, splits: [], stream });
+  const data = frame.subarray(9, 9 + frame[8]!);
+  const values = OPS[op]!.bits ? Array.from({ length: data.length * 8 }, (_v, i) => (data[i >> 3]! >> (i & 7)) & 1) : Array.from({ length: data.length / 2 }, (_v, i) => data.readUInt16BE(2 * i));
+  if (!values.length || values.length > (OPS[op]!.bits ? 200 : 120)) return undefined;
+  return toCase({ op, address: 0, quantity: values.length, values, exception: 0, splits: [], stream });
+}
+
 export const target: FuzzTarget = {
   name: 'modbus-answers',
   description: 'Modbus TCP answers through our driver (MBAP port, modbus-serial PDU parsers, our checks): reads of registers and bits, writes, exceptions; valid answers from our encoders with 0-3 mutations at random split points, and raw bytes',
   async: true,
   // The whole case also connects and disconnects a driver (a fixed cost, measured about 100 KiB); run() holds the answer's phase to 16 x + 64 KiB itself.
   allowance: (bytes) => 16 * bytes.length + 64 * 1024 + 256 * 1024,
-  cases: fc.oneof({ weight: 8, arbitrary: structured }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 600 }) }),
+  valid: (bytes) => {
+    const c = fromCase(bytes);
+    return Buffer.from(c.stream).equals(validAnswer(c));
+  },
+  cases: withCorpus('modbus-answers', fc.oneof({ weight: 8, arbitrary: structured }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 600 }) })),
   run: (bytes) => runCase(fromCase(bytes)),
 };

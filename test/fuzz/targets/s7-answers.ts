@@ -11,6 +11,7 @@ import { ProtocolError } from '../../../src/errors/errors.js';
 import { FrameReader, parseAnswer, parseReadAnswer, parseSetupAnswer, parseWriteAnswer, type S7ItemResult } from '../../../src/mapping/drivers/s7-protocol.js';
 import { CaseReader, CaseWriter } from '../support/fuzz-case.js';
 import { OracleError, onlyTyped, type FuzzTarget } from '../support/fuzz-target.js';
+import { withCorpus } from '../support/corpus.js';
 import { applyMutations, chunksAt, mutationsArbitrary, splitPointsArbitrary } from '../support/mutators.js';
 import { readAnswer, refusedJob, setupAnswer, s7Fields, writeAnswer, type ReadItem } from '../wire/s7-wire.js';
 
@@ -93,6 +94,12 @@ const structured = fc
     return toCase({ ...c, splits, stream: applyMutations(valid, s7Fields(valid), mutations) });
   });
 
+/** Only what the connection allows counts as valid: the encoders' answer, a frame within the PDU length, a PDU the CPU may grant. */
+function isValid(c: S7Case): boolean {
+  const expected = validAnswer(c);
+  return Buffer.from(c.stream).equals(expected) && expected.length <= 7 + c.pduLimit && (c.kind !== 'setup' || c.granted[0] >= 64) && (c.kind !== 'read' || c.items.every((i) => !('data' in i) || i.data.length * 8 <= 0xffff));
+}
+
 function sameResults(got: S7ItemResult[], items: ReadItem[]): boolean {
   return got.length === items.length && got.every((g, i) => {
     const it = items[i]!;
@@ -100,15 +107,42 @@ function sameResults(got: S7ItemResult[], items: ReadItem[]): boolean {
   });
 }
 
+/** A recorded answer (a TPKT frame from snap7) as a case: its items, codes or grant read from it. */
+export function caseFromRecording(frame: Buffer): Uint8Array | undefined {
+  let pdu: Buffer | undefined;
+  try {
+    new FrameReader((p) => (pdu = p), () => undefined, 960).push(frame);
+    if (!pdu) return undefined;
+    const a = parseAnswer(pdu);
+    const base = { pduLimit: 960, units: 1, splits: [], stream: frame, items: [] as ReadItem[], codes: [] as number[], granted: [0, 0] as [number, number] };
+    if (a.params[0] === 0xf0) {
+      const g = parseSetupAnswer(a);
+      return toCase({ ...base, kind: 'setup', granted: [g.pduLength, g.jobs] });
+    }
+    if (a.params[0] === 0x05) return toCase({ ...base, kind: 'write', codes: [...a.data.subarray(0, a.params[1])] });
+    if (a.params[0] !== 0x04) return undefined;
+    const items: ReadItem[] = [];
+    for (let at = 0, i = 0; i < a.params[1]! && at + 4 <= a.data.length; i++) {
+      const code = a.data[at]!;
+      const count = a.data.readUInt16BE(at + 2);
+      const bytes = [0x03, 0x04, 0x05].includes(a.data[at + 1]!) ? Math.ceil(count / 8) : count;
+      items.push(code === 0xff ? { data: Buffer.from(a.data.subarray(at + 4, at + 4 + bytes)) } : { code });
+      at += 4 + (code === 0xff ? bytes + (bytes % 2) : 0);
+    }
+    return toCase({ ...base, kind: 'read', items });
+  } catch {
+    return undefined;
+  }
+}
+
 export const target: FuzzTarget = {
   name: 's7-answers',
   description: 'S7 answers (TPKT/COTP reassembly at random split points, then Read Var, Write Var, setup communication): valid answers from our encoders with 0-3 mutations, and raw bytes',
-  cases: fc.oneof({ weight: 8, arbitrary: structured }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 2048 }) }),
+  valid: (bytes) => isValid(fromCase(bytes)),
+  cases: withCorpus('s7-answers', fc.oneof({ weight: 8, arbitrary: structured }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 2048 }) })),
   run(bytes) {
     const c = fromCase(bytes);
-    const expected = validAnswer(c);
-    // Only what the connection allows counts as valid: a frame within the PDU length, a PDU the CPU may grant.
-    const valid = Buffer.from(c.stream).equals(expected) && expected.length <= 7 + c.pduLimit && (c.kind !== 'setup' || c.granted[0] >= 64) && (c.kind !== 'read' || c.items.every((i) => !('data' in i) || i.data.length * 8 <= 0xffff));
+    const valid = isValid(c);
     const ranges = c.items.map((it, i) => ({ area: 0x84, db: 1, start: i * 32, length: 'data' in it ? it.data.length : 2 }));
     const decoded: unknown[] = [];
     const reader = new FrameReader(

@@ -24,6 +24,8 @@ import { OracleError, type FuzzTarget } from '../support/fuzz-target.js';
 import { applyMutations, mutationsArbitrary, type Mutation } from '../support/mutators.js';
 
 const codec = createPayloadCodec();
+/** What handling one metric of a command may allocate (measured about 6 KiB with its write). */
+const METRIC_COST = 12 * 1024;
 const log = createLogger({ level: 'error', stream: new PassThrough() });
 const DEVICES = ['press', 'oven', 'ghost'] as const;
 const defs: SparkplugDeviceDef[] = [
@@ -218,6 +220,24 @@ const structured = fc
 export const target: FuzzTarget = {
   name: 'sparkplug-dcmd',
   description: 'Sparkplug B DCMD payloads through the codec and DeviceCommands to the endpoint writes: valid commands from our codec with semantic mutations and 0-3 byte mutations, and raw bytes; the writes must be exactly those the command allows',
+  // Each metric of a command is handled on its own (checked, maybe written: a publish, a timer, a log line): a fixed cost each, not sized by the wire.
+  allowance: (bytes) => {
+    let metrics = 0;
+    try {
+      metrics = codec.decode(Buffer.from(bytes.subarray(1))).metrics.length;
+    } catch {
+      // not a payload: nothing handled
+    }
+    return 16 * bytes.length + 64 * 1024 + METRIC_COST * metrics;
+  },
+  // Valid: a command that writes something (the generator must keep making them).
+  valid: (bytes) => {
+    try {
+      return allowedWrites(DEVICES[bytes[0]! % DEVICES.length]!, codec.decode(Buffer.from(bytes.subarray(1)))).length > 0;
+    } catch {
+      return false;
+    }
+  },
   cases: fc.oneof({ weight: 6, arbitrary: structured }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 512 }) }),
   run,
 };
