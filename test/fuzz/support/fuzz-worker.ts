@@ -40,7 +40,7 @@ async function main(): Promise<WorkerResult> {
     }
     return { executions, failures, ms: performance.now() - t0 };
   }
-  const options = { seed: input.seed, numRuns: Number.MAX_SAFE_INTEGER, plugins: [fc.interruptAfterTimeLimit(input.timeMs)] };
+  const options = { seed: input.seed, numRuns: input.runs ?? Number.MAX_SAFE_INTEGER, plugins: [fc.interruptAfterTimeLimit(input.timeMs)] };
   const details = target.async
     ? await fc.check(
         fc.asyncProperty(target.cases, async (bytes) => {

@@ -42,6 +42,8 @@ export interface FuzzOptions {
   hangMs?: number;
   /** Save failures under test/fuzz/regressions (default true; replays never save). */
   save?: boolean;
+  /** Stop after this many cases (default: only the time box). */
+  runs?: number;
 }
 
 /** Saves a failing case; returns its file (named by its hash, so a case is saved once). */
@@ -71,7 +73,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const heartbeat = new SharedArrayBuffer(8 + HEARTBEAT_CASE_BYTES);
   const beat = new Int32Array(heartbeat, 0, 2);
   const cases = mode === 'replay' ? loadRegressions(target).map((r) => r.bytes) : undefined;
-  const input: WorkerInput = { module: targetModule(target), mode, seed, timeMs, heartbeat, ...(cases ? { cases } : {}) };
+  const input: WorkerInput = { module: targetModule(target), mode, seed, timeMs, heartbeat, ...(cases ? { cases } : {}), ...(options.runs ? { runs: options.runs } : {}) };
   const worker = new Worker(workerFile, { workerData: input });
   const t0 = performance.now();
   const report: FuzzReport = { target, mode, seed, executions: 0, ms: 0, crashes: 0, hangs: 0, failures: [] };

@@ -6,6 +6,8 @@ export interface WorkerInput {
   mode: 'fuzz' | 'replay';
   seed: number;
   timeMs: number;
+  /** fuzz: stop after this many cases (default: only the time box). */
+  runs?: number;
   /** replay: the cases. */
   cases?: Uint8Array[];
   /** Shared with the watchdog: [0] cases started, [1] the current case's length; then its bytes. */
