@@ -12,7 +12,7 @@ import type { ConnectionDriver } from '../src/mapping/drivers/types.js';
 import { defaultRuleLimits } from '../src/mapping/rules.js';
 import { createMappingRuntime, type MappingRuntime } from '../src/mapping/runtime.js';
 import { parseServiceFile, type ConnectionDef } from '../src/mapping/service-files.js';
-import { startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
+import { FakeClock, startModbusServer, until, type ModbusTestServer } from './mapping-support.js';
 import { startScriptedS7, type S7Reply, type ScriptedS7 } from './support/scripted-s7.js';
 
 /** A logger whose JSON lines the test reads. */
@@ -87,6 +87,24 @@ describe('connections that stop answering properly are reopened, never left conn
     // Before the fix: connected from the first attempt, every read failing at once ("not a TPKT frame"), nothing read.
     expect(view.figures.failures).to.equal(0);
     expect(s7.accepted).to.equal(2);
+  });
+
+  it('retries an attempt that failed on a malformed answer after 1 s each time: the backoff grows only for devices that cannot be reached', async () => {
+    const block = Buffer.alloc(64);
+    // The first four connections answer the communication setup with bytes that are not S7.
+    s7 = await startScriptedS7({ block, script: (step, connection, answer) => (step === 'setup' && connection <= 4 ? Buffer.from([0x03, 0x00, 0x00, 0x09, 0xff, 0xff, 0xff, 0xff, 0xff]) : answer) });
+    const clock = new FakeClock();
+    const r = createMappingRuntime({ services: [parseServiceFile('line', 'line.yaml', s7Yaml(s7.port))], dataPlane: undefined, log: recordedLog().log, limits: defaultRuleLimits, agentName: 'test', timers: clock.timers });
+    rt = r;
+    r.start();
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      await r.waitFor(() => r.getConnection('line.plc').currentState === 'reconnecting' && clock.pending().length === 1, 10_000);
+      expect(clock.pending(), `after attempt ${attempt}`).to.deep.equal([1000]);
+      expect(r.getConnection('line.plc').message).to.match(/COTP header longer than its frame|S7 PDU|TPKT/);
+      clock.advance(1000);
+    }
+    await r.waitFor(() => r.getConnection('line.plc').currentState === 'connected', 10_000);
+    expect(s7.accepted).to.equal(5);
   });
 
   it('a loss the driver reports while its connect is finishing makes that attempt a failure (reconnecting, with the reason)', async () => {

@@ -1,6 +1,7 @@
 // A connection's state machine (docs/design.md §11): disconnected → connecting → connected; a failed
 // attempt or a lost connection → reconnecting, retried after 1 s, 2 s, 4 s ... at most 30 s
-// (reset once connected); disconnect: disconnecting → disconnected. Without a driver (Opcua in
+// (reset once connected, and not grown by an attempt that failed on a malformed answer);
+// disconnect: disconnecting → disconnected. Without a driver (Opcua in
 // a build without OPC UA support) it stays disconnected with a message.
 //
 // Liveness (docs/mapping.md "States"): the endpoints read and write through read()/write()
@@ -9,6 +10,7 @@
 // a driver that lost its session) for timeoutMs × 3, the connection is closed and reopened with
 // the backoff (`reconnecting`, with the reason): never `connected` while nothing is read.
 import { DeviceError, type ConnectionDriver } from './drivers/types.js';
+import { ProtocolError } from '../errors/errors.js';
 import type { EndpointDef } from './service-files.js';
 import { PollGroups } from './poll-groups.js';
 import type { ConnectionState, ConnectionView } from './resource-views.js';
@@ -112,6 +114,10 @@ export class ConnectionResource {
             this.set('disconnected');
             return this.reconcile();
           }
+          // The device is there and answered, with bytes that make no sense (a corrupting network,
+          // a confused peer): retried after the first step, the backoff does not grow. A device
+          // that cannot be reached or refuses backs off 1 s, 2 s ... 30 s.
+          if (err instanceof ProtocolError) this.attempt = 0;
           this.retry();
         },
       );

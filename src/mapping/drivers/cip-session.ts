@@ -100,17 +100,20 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
   let established = false;
   const queue: Queued[] = [];
 
-  const fail = (reason: string) => {
+  /** Loses the session once (`cause`: its reason, or the error that lost it: a ProtocolError stays one for what was waiting). */
+  const fail = (cause: string | Error) => {
     if (lost !== undefined) return;
+    const reason = typeof cause === 'string' ? cause : cause.message;
+    const error = () => (cause instanceof ProtocolError ? new ProtocolError('EtherNet/IP', reason) : new Error(reason));
     lost = reason;
     socket.destroy();
     const w = waiting;
     waiting = undefined;
     if (w) {
       clearTimeout(w.timer);
-      w.reject(new Error(reason));
+      w.reject(error());
     }
-    for (const q of queue.splice(0)) q.reject(new Error(reason));
+    for (const q of queue.splice(0)) q.reject(error());
     if (established) lostListener(reason);
   };
   socket.on('data', (chunk: Buffer) => {
@@ -120,12 +123,12 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     try {
       ({ packets, rest: buffered } = splitPackets(buffered));
     } catch (err) {
-      return fail((err as Error).message);
+      return fail(err as Error);
     }
     for (const p of packets) {
       if (lost !== undefined) return;
       // Once registered, every packet carries our session handle: another one is a device out of step.
-      if (session !== 0 && p.session !== session) return fail(`the device answered for session 0x${p.session.toString(16)}, ours is 0x${session.toString(16)}`);
+      if (session !== 0 && p.session !== session) return fail(new ProtocolError('EtherNet/IP', `the device answered for session 0x${p.session.toString(16)}, ours is 0x${session.toString(16)}`));
       const w = waiting;
       if (!w || !w.match(p)) continue; // a late answer to a request given up on
       waiting = undefined;
@@ -178,7 +181,7 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     if (open.data.length < 4) throw new ProtocolError('EtherNet/IP', 'Forward Open reply without a connection id');
     otConnection = open.data.readUInt32LE(0);
   } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
+    fail(err instanceof Error ? err : String(err));
     throw err;
   }
   established = true;
@@ -202,7 +205,7 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     };
     // A malformed reply: the stream is not trusted any more (the session is lost, its requests fail).
     const malformed = (err: Error) => {
-      if (err instanceof ProtocolError) fail(err.message);
+      if (err instanceof ProtocolError) fail(err);
       throw err;
     };
     if (batch.length === 1) {

@@ -5,6 +5,7 @@
 // read or written in parts. A job the CPU does not answer within timeoutMs, a malformed answer,
 // or the socket closing ends the session: every pending job fails and onClosed is told why.
 import net from 'node:net';
+import { ProtocolError } from '../../errors/errors.js';
 import {
   S7ProtocolError,
   answerRoom,
@@ -81,6 +82,8 @@ class Connection {
   private phase: Phase = 'handshake';
   /** Why it ended (set once). */
   endReason: string | undefined;
+  /** It ended on bytes from the PLC that are not S7 (a ProtocolError), not on the network or a timeout. */
+  private endedMalformed = false;
   private closedListener: ((reason: string) => void) | undefined;
   /** During the handshake: where the next COTP unit or S7 answer goes. */
   private handshake: { cotp: (u: Buffer) => void; pdu: (a: S7Answer) => void } | undefined;
@@ -102,7 +105,7 @@ class Connection {
       try {
         this.reader.push(chunk);
       } catch (err) {
-        this.end((err as Error).message);
+        this.end(err as Error);
       }
     });
     socket.on('error', (err) => this.end(err.message));
@@ -112,8 +115,8 @@ class Connection {
   /** Waits for one handshake step; the connection ending meanwhile rejects it with `prefix` before the reason. */
   private step<T>(prefix: string, run: (resolve: (v: T) => void, reject: (err: Error) => void) => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      if (this.endReason !== undefined) return reject(new Error(prefix + this.endReason));
-      this.failStep = (err) => reject(new Error(prefix + err.message));
+      if (this.endReason !== undefined) return reject(this.failure(prefix + this.endReason));
+      this.failStep = (err) => reject(this.failure(prefix + err.message));
       run(resolve, reject);
     });
   }
@@ -152,7 +155,7 @@ class Connection {
     this.reader.limitPdu(this.pduLength);
     // Bytes that followed the setup answer in the same chunk were read before this line runs:
     // if they ended the connection, the attempt fails here instead of handing out a dead session.
-    if (this.endReason !== undefined) throw new Error(this.endReason);
+    if (this.endReason !== undefined) throw this.failure(this.endReason);
     this.failStep = undefined;
     this.phase = 'open';
   }
@@ -174,7 +177,7 @@ class Connection {
     } catch (err) {
       // A malformed answer: the stream cannot be trusted any more.
       p.job.fail(err as Error);
-      this.end((err as Error).message);
+      this.end(err as Error);
       return;
     }
     this.pump();
@@ -200,12 +203,19 @@ class Connection {
     }
   }
 
-  /** Ends the connection once: pending and waiting jobs fail with `reason`; `quietly`: onClosed is not told (closed by the caller). */
-  end(reason: string, quietly = false): void {
+  /** The error a failed handshake step rejects with: a ProtocolError when the PLC's bytes ended it (the runtime retries those without growing its backoff). */
+  private failure(message: string): Error {
+    return this.endedMalformed ? new S7ProtocolError(message) : new Error(message);
+  }
+
+  /** Ends the connection once (`cause`: its reason, or the error that ended it): pending and waiting jobs fail; `quietly`: onClosed is not told (closed by the caller). */
+  end(cause: string | Error, quietly = false): void {
     if (this.phase === 'ended') return;
     const was = this.phase;
+    const reason = typeof cause === 'string' ? cause : cause.message;
     this.phase = 'ended';
     this.endReason = reason;
+    this.endedMalformed = cause instanceof ProtocolError;
     this.socket.destroy();
     const err = new Error(reason);
     for (const { job, timer } of this.pending.values()) {
