@@ -38,7 +38,10 @@ export interface FuzzOptions {
   mode?: 'fuzz' | 'replay';
   seed: number;
   timeMs: number;
-  /** A case that runs this long is a hang (default 1 s). */
+  /**
+   * A case still running after this long is a hang (default 5 s): the watchdog is for cases that
+   * never return; slow ones are the 50 ms oracle's. Far above it, because the machine is shared.
+   */
   hangMs?: number;
   /** Save failures under test/fuzz/regressions (default true; replays never save). */
   save?: boolean;
@@ -68,7 +71,7 @@ export function loadRegressions(target: string): Array<{ file: string; bytes: Ui
 }
 
 export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
-  const { target, seed, timeMs, hangMs = 1000, save = true } = options;
+  const { target, seed, timeMs, hangMs = 5000, save = true } = options;
   const mode = options.mode ?? 'fuzz';
   const heartbeat = new SharedArrayBuffer(8 + HEARTBEAT_CASE_BYTES);
   const beat = new Int32Array(heartbeat, 0, 2);
