@@ -153,17 +153,20 @@ export const logicalPath = (classId: number, instance: number): Buffer => Buffer
 export const MESSAGE_ROUTER = logicalPath(0x02, 0x01);
 export const CONNECTION_MANAGER = logicalPath(0x06, 0x01);
 
-/** Multiple Service Packet (0x0A) to the Message Router: count, offsets, the requests. */
-export function multipleServiceRequest(requests: Buffer[]): Buffer {
-  const head = Buffer.alloc(2 + 2 * requests.length);
-  head.writeUInt16LE(requests.length, 0);
+/** A Multiple Service Packet's data, request or reply: the count, each part's offset, the parts. */
+export function multipleServiceData(parts: Buffer[]): Buffer {
+  const head = Buffer.alloc(2 + 2 * parts.length);
+  head.writeUInt16LE(parts.length, 0);
   let offset = head.length;
-  requests.forEach((r, i) => {
+  parts.forEach((r, i) => {
     head.writeUInt16LE(offset, 2 + 2 * i);
     offset += r.length;
   });
-  return messageRequest(Service.MultipleServicePacket, MESSAGE_ROUTER, Buffer.concat([head, ...requests]));
+  return Buffer.concat([head, ...parts]);
 }
+
+/** Multiple Service Packet (0x0A) to the Message Router: count, offsets, the requests. */
+export const multipleServiceRequest = (requests: Buffer[]): Buffer => messageRequest(Service.MultipleServicePacket, MESSAGE_ROUTER, multipleServiceData(requests));
 
 /**
  * The replies inside a Multiple Service Packet reply's data: as many as were asked (`asked`),

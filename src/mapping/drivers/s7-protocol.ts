@@ -97,14 +97,17 @@ function job(ref: number, params: Buffer, data: Buffer): Buffer {
   return tpkt(Buffer.concat([COTP_DT, head, params, data]));
 }
 
-/** Setup communication: asks for `pduLength` and `jobs` parallel jobs each way. */
-export function setupRequest(ref: number, pduLength: number, jobs: number): Buffer {
+/** The parameters of setup communication, asked and granted alike: `jobs` each way, `pduLength`. */
+export function setupParams(pduLength: number, jobs: number): Buffer {
   const p = Buffer.from([0xf0, 0x00, 0, 0, 0, 0, 0, 0]);
   p.writeUInt16BE(jobs, 2);
   p.writeUInt16BE(jobs, 4);
   p.writeUInt16BE(pduLength, 6);
-  return job(ref, p, Buffer.alloc(0));
+  return p;
 }
+
+/** Setup communication: asks for `pduLength` and `jobs` parallel jobs each way. */
+export const setupRequest = (ref: number, pduLength: number, jobs: number): Buffer => job(ref, setupParams(pduLength, jobs), Buffer.alloc(0));
 
 /** An S7 answer, its header checked: the reference it answers, its parameters and data. */
 export interface S7Answer {

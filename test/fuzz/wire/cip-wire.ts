@@ -3,7 +3,7 @@
 // connection, built with our own encoders from src/mapping/drivers/cip.ts), their length and
 // count fields, and the encapsulation framing (24-byte header, little-endian length at 2).
 import type { WireField } from '../support/mutators.js';
-import { Command, connectedData, encapsulate } from '../../../src/mapping/drivers/cip.js';
+import { Command, connectedData, encapsulate, multipleServiceData as encodeMultipleServiceData } from '../../../src/mapping/drivers/cip.js';
 
 export const encapFraming = { name: 'enip', headerLength: 24, frameLength: (head: Buffer) => 24 + head.readUInt16LE(2) } as const;
 
@@ -15,17 +15,8 @@ export function messageReply(service: number, status: number, data: Buffer, exte
   return Buffer.concat([head, ext, data]);
 }
 
-/** A Multiple Service Packet reply's data: the count, the offsets, the replies. */
-export function multipleServiceData(replies: Buffer[]): Buffer {
-  const head = Buffer.alloc(2 + 2 * replies.length);
-  head.writeUInt16LE(replies.length, 0);
-  let offset = head.length;
-  replies.forEach((r, i) => {
-    head.writeUInt16LE(offset, 2 + 2 * i);
-    offset += r.length;
-  });
-  return Buffer.concat([head, ...replies]);
-}
+/** A Multiple Service Packet reply's data: the count, the offsets, the replies (the request's layout). */
+export const multipleServiceData = (replies: Buffer[]): Buffer => encodeMultipleServiceData(replies);
 
 export const SESSION = 0x11021e01;
 export const CONNECTION = 0x7f000001;

@@ -2,7 +2,7 @@
 // snap7 and real CPUs frame them (TPKT, COTP data unit, S7 ack-data), their length and count
 // fields, and the TPKT framing (a reply is one TPKT frame).
 import type { WireField } from '../support/mutators.js';
-import type { S7Range } from '../../../src/mapping/drivers/s7-protocol.js';
+import { setupParams, type S7Range } from '../../../src/mapping/drivers/s7-protocol.js';
 
 /** TPKT framing: 4-byte header, total length big-endian at 2. */
 export const tpktFraming = { name: 'tpkt', headerLength: 4, frameLength: (head: Buffer) => head.readUInt16BE(2) } as const;
@@ -34,13 +34,7 @@ export function ackData(ref: number, params: Buffer, data: Buffer, error: [numbe
 }
 
 /** The setup communication answer: `jobs` each way, `pduLength`. */
-export function setupAnswer(ref: number, pduLength: number, jobs: number): Buffer {
-  const p = Buffer.from([0xf0, 0x00, 0, 0, 0, 0, 0, 0]);
-  p.writeUInt16BE(jobs, 2);
-  p.writeUInt16BE(jobs, 4);
-  p.writeUInt16BE(pduLength, 6);
-  return ackData(ref, p, Buffer.alloc(0));
-}
+export const setupAnswer = (ref: number, pduLength: number, jobs: number): Buffer => ackData(ref, setupParams(pduLength, jobs), Buffer.alloc(0));
 
 /** One item of a Read Var answer: its data, or a return code other than 0xff (refused). */
 export type ReadItem = { data: Buffer } | { code: number };
