@@ -17,7 +17,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { startModbusServer, type ModbusTestServer } from '../mapping-support.js';
 import { startCipServer, type CipTestServer } from './cip-server.js';
 import { startDaemonWatch, type ConnectionSample, type DaemonWatch } from './daemon-watch.js';
-import { ADMIN_PASSWORD, startDaemonProcess, tempDir } from './harness.js';
+import { ADMIN_PASSWORD, GOOD_PASSWORD, startDaemonProcess, tempDir } from './harness.js';
 import { startMutatingProxy, type MutatingProxy } from './mutating-proxy.js';
 import { startLegitPair, startMqttFuzz } from './mqtt-fuzz-clients.js';
 import { startSnap7Server, type Snap7Server } from './snap7-server.js';
@@ -48,7 +48,8 @@ export interface HostileReport {
   health: { probes: number; unanswered: number; maxMs: number };
   /** The largest event-loop p99 delay of the scrapes during the run (ms). */
   loopP99MaxMs: number;
-  rss: { startMiB: number; peakMiB: number; endMiB: number; settledAfterMs: number | undefined };
+  /** RSS (MiB): at the start, its peak during the attack, at the end, when it was back within 8 MiB; above the start at each quarter of the attack (a plateau, or growth). */
+  rss: { startMiB: number; peakMiB: number; endMiB: number; settledAfterMs: number | undefined; quartersMiB: number[] };
   legit: { sent: number; lost: number };
   /** Readings per second of the control device before and during the attack. */
   control: { before: number; during: number; change: number };
@@ -214,7 +215,17 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
     const pid = daemon.child.pid!;
     let exited = false;
     void daemon.exited.then(() => (exited = true));
-    const authorization = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
+    // The watchers use a token (no password checks to be throttled); the MQTT fuzz clients a user
+    // of their own, from 127.0.0.2 (their mutated passwords lock that name and that address only).
+    const base = `http://127.0.0.1:${daemon.ready.http}`;
+    const login = await (await fetch(`${base}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }) })).json();
+    const authorization = `Bearer ${(login as { token: string }).token}`;
+    const created = await fetch(`${base}/api/users`, {
+      method: 'POST',
+      headers: { authorization, 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'fuzzer', password: GOOD_PASSWORD, identityProvider: 'local', initialPermissions: [{ resource: '#', operation: 'readWrite', context: 'mqtt' }] }),
+    });
+    if (created.status !== 201) throw new Error(`the fuzz clients' user: ${created.status} ${await created.text()}`);
     const watch = startDaemonWatch({ pid, httpPort: daemon.ready.http as number, authorization });
     cleanups.push(() => watch.stop());
     const credentials = { username: 'admin', password: ADMIN_PASSWORD };
@@ -248,7 +259,7 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
     // The attack.
     log(`attack: ${options.corruptMs / 1000} s`);
     for (const p of Object.values(proxies)) p.corrupt(true);
-    const fuzz = startMqttFuzz(mqttPort, { seed, concurrency: options.mqttConcurrency, credentials });
+    const fuzz = startMqttFuzz(mqttPort, { seed, concurrency: options.mqttConcurrency, credentials: { username: 'fuzzer', password: GOOD_PASSWORD }, localAddress: '127.0.0.2' });
     const linesBefore = daemon.lines.length;
     const attackFrom = Date.now();
     const before = snapshot(watch);
@@ -268,20 +279,22 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
     const clean = Date.now();
     const recovered: Record<string, number | undefined> = {};
     const connectionOf = (name: string) => name.replace(/^(s7|cip|mb|control).*$/, (_m, p: string) => (p === 'mb' ? 'modbus' : p));
+    // When each endpoint first published its new value (the wait polls every 50 ms).
     const firstSeen: Record<string, number> = {};
     await until(
       () => {
-        for (const name of Object.keys(values)) {
-          if (publishes(name, values[name], clean)) firstSeen[name] ??= Date.now() - clean;
-          const conn = `hostile.${connectionOf(name)}`;
-          if (publishes(name, values[name], clean)) recovered[conn] = Math.max(recovered[conn] ?? 0, latest.get(name)!.at - clean);
-        }
+        for (const name of Object.keys(values)) if (publishes(name, values[name], clean)) firstSeen[name] ??= latest.get(name)!.at - clean;
         return allTrue(clean);
       },
       RECOVERY_WAIT_MS,
       'every endpoint publishing its new true value',
     ).catch(() => undefined);
-    for (const name of Object.keys(values)) if (!publishes(name, values[name], clean)) recovered[`hostile.${connectionOf(name)}`] = undefined;
+    // A connection has recovered when the last of its endpoints has.
+    for (const name of Object.keys(values)) {
+      const conn = `hostile.${connectionOf(name)}`;
+      const seen = firstSeen[name];
+      recovered[conn] = seen === undefined || (conn in recovered && recovered[conn] === undefined) ? undefined : Math.max(recovered[conn] ?? 0, seen);
+    }
     log(`new values first seen after (ms): ${JSON.stringify(firstSeen)}`);
     const lost = await legit.stop();
 
@@ -318,7 +331,17 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
       pidUnchanged: !exited && watch.alive() && daemon.child.pid === pid,
       health: { probes: watch.health.length, unanswered: watch.health.filter((h) => h.status !== 200 || h.ms > 500).length, maxMs: Math.max(...watch.health.map((h) => h.ms)) },
       loopP99MaxMs: Math.max(0, ...watch.loopP99.filter((s) => s.t > baselineFrom).map((s) => s.seconds * 1000)),
-      rss: { startMiB: startKiB / 1024, peakMiB: Math.max(...rssDuring.map((s) => s.kib)) / 1024, endMiB: watch.rssKiB() / 1024, settledAfterMs },
+      rss: {
+        startMiB: startKiB / 1024,
+        peakMiB: Math.max(...rssDuring.map((s) => s.kib)) / 1024,
+        endMiB: watch.rssKiB() / 1024,
+        settledAfterMs,
+        quartersMiB: [1, 2, 3, 4].map((q) => {
+          const at = attackFrom + ((attackTo - attackFrom) * q) / 4;
+          const near = watch.rss.filter((s) => s.t <= at).at(-1);
+          return near ? (near.kib - startKiB) / 1024 : NaN;
+        }),
+      },
       legit: { sent: legit.sent, lost: lost.length },
       control: { before: controlBefore, during: controlDuring, change: controlDuring / controlBefore - 1 },
       connections,

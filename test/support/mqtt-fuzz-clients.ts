@@ -47,8 +47,12 @@ export interface MqttFuzz {
   stop(): Promise<void>;
 }
 
-/** Starts `concurrency` fuzz connections at a time against the broker on `port`, until stop(). */
-export function startMqttFuzz(port: number, options: { seed: number; concurrency: number; credentials: { username: string; password: string } }): MqttFuzz {
+/**
+ * Starts `concurrency` fuzz connections at a time against the broker on `port`, until stop().
+ * `localAddress`: the loopback address they come from (another than the watchers', so the login
+ * throttle's per-address lock that their mutated passwords earn does not lock the watchers out).
+ */
+export function startMqttFuzz(port: number, options: { seed: number; concurrency: number; credentials: { username: string; password: string }; localAddress?: string }): MqttFuzz {
   const rng = seededRandom(options.seed);
   const counts = { connections: 0, packets: 0, mutated: 0 };
   let running = true;
@@ -63,7 +67,7 @@ export function startMqttFuzz(port: number, options: { seed: number; concurrency
   const one = () =>
     new Promise<void>((resolve) => {
       counts.connections++;
-      const socket = net.connect({ host: '127.0.0.1', port });
+      const socket = net.connect({ host: '127.0.0.1', port, ...(options.localAddress ? { localAddress: options.localAddress } : {}) });
       const done = () => {
         clearTimeout(timer);
         socket.destroy();

@@ -98,6 +98,7 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
   let lost: string | undefined;
   let lostListener: (reason: string) => void = () => {};
   let established = false;
+  let keepAlive: NodeJS.Timeout | undefined;
   const queue: Queued[] = [];
 
   /** Loses the session once (`cause`: its reason, or the error that lost it: a ProtocolError stays one for what was waiting). */
@@ -107,6 +108,8 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     const error = () => (cause instanceof ProtocolError ? new ProtocolError('EtherNet/IP', reason) : new Error(reason));
     lost = reason;
     socket.destroy();
+    // The keep-alive timer holds the session: it goes with it, not at its next tick (30 s later).
+    if (keepAlive) clearInterval(keepAlive);
     const w = waiting;
     waiting = undefined;
     if (w) {
@@ -187,7 +190,7 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
   established = true;
   let lastRequest = Date.now();
   const keepAliveMs = opts.keepAliveMs ?? KEEP_ALIVE_MS;
-  const keepAlive = setInterval(() => {
+  keepAlive = setInterval(() => {
     if (lost !== undefined) return clearInterval(keepAlive);
     if (busy || queue.length > 0 || Date.now() - lastRequest < keepAliveMs) return;
     void request(IDENTITY_REQUEST, 64, false).catch(() => undefined); // a failure loses the session (fail)

@@ -4,6 +4,8 @@
 // requests as the negotiated PDU allows (at most 20 items each); an item longer than a PDU is
 // read or written in parts. A job the CPU does not answer within timeoutMs, a malformed answer,
 // or the socket closing ends the session: every pending job fails and onClosed is told why.
+// The session is handed out only when it is open and has not ended; an end during the handshake
+// fails the attempt (a ProtocolError when the PLC's bytes ended it).
 import net from 'node:net';
 import { ProtocolError } from '../../errors/errors.js';
 import {
