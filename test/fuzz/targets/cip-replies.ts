@@ -17,6 +17,7 @@ import { DeviceError } from '../../../src/mapping/drivers/types.js';
 import { CaseReader, CaseWriter } from '../support/fuzz-case.js';
 import { OracleError, onlyTyped, onlyTypedAsync, type FuzzTarget } from '../support/fuzz-target.js';
 import { withCorpus } from '../support/corpus.js';
+import { allocatedNow } from '../support/oracles.js';
 import { applyMutations, chunksAt, mutationsArbitrary, splitPointsArbitrary, type Mutation } from '../support/mutators.js';
 import { cipFields, connectedReply, messageReply, multipleServiceData } from '../wire/cip-wire.js';
 
@@ -147,6 +148,9 @@ function expectedValues(c: ReadCase): unknown {
   return c.elements === 1 ? values[0] : values;
 }
 
+/** A tag read may allocate 16 x the case + 64 KiB, and each request/reply exchange's fixed cost. */
+const readAllowance = (caseBytes: number, exchanges: number) => 16 * caseBytes + 64 * 1024 + EXCHANGE_COST * exchanges;
+
 function readRead(r: CaseReader): { c: ReadCase; replies: Buffer[]; total: number; valid: boolean } {
   const type = TYPES[r.u8() % TYPES.length];
   const answered = (Object.keys(AtomicTypes) as Array<keyof typeof AtomicTypes>)[r.u8() % 8]!;
@@ -162,7 +166,7 @@ function readRead(r: CaseReader): { c: ReadCase; replies: Buffer[]; total: numbe
   return { c, replies, total, valid };
 }
 
-async function runRead(r: CaseReader): Promise<void> {
+async function runRead(r: CaseReader, caseBytes: number): Promise<void> {
   const { c, replies, total, valid } = readRead(r);
   const { type, elements } = c;
   let asked = 0;
@@ -174,7 +178,12 @@ async function runRead(r: CaseReader): Promise<void> {
       return parseReply(raw);
     },
   };
+  // The read alone is held to the allocation bound (the oracle's own decoding below is not the driver's).
+  const before = allocatedNow();
   const outcome = await onlyTypedAsync([ProtocolError, DeviceError, CaseEnded], () => readTag(session, { tag: 'Fuzz', ...(type ? { type } : {}), elements }));
+  const used = allocatedNow() - before;
+  const bound = readAllowance(caseBytes, replies.length);
+  if (used > bound) throw new OracleError('memory', `a read of ${caseBytes} bytes in ${replies.length} replies allocated ${used} bytes (at most ${bound})`);
   // An untyped read's tag is as long as the type the controller answers: at most 8 bytes an element.
   const most = type === undefined ? elements * 8 : total;
   const maxFragments = Math.ceil(most / 32) + 2;
@@ -274,12 +283,13 @@ export const target: FuzzTarget = {
     const r = new CaseReader(bytes);
     return r.u8() % 2 === 0 ? readStream(r).valid : readRead(r).valid;
   },
-  // A read is an exchange per reply: each has the driver's fixed cost (a request built, promises), not sized by the wire.
-  allowance: (bytes) => 16 * bytes.length + 64 * 1024 + EXCHANGE_COST * exchangesOf(bytes),
+  // A read holds its readTag call to readAllowance itself; the whole case also decodes the
+  // expected values and compares them as JSON (the oracle's work, about 32 bytes a byte of tag).
+  allowance: (bytes) => readAllowance(bytes.length, exchangesOf(bytes)) + 32 * bytes.length,
   cases: withCorpus('cip-replies', fc.oneof({ weight: 4, arbitrary: streamCases }, { weight: 4, arbitrary: readCases }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 2048 }) })),
   async run(bytes) {
     const r = new CaseReader(bytes);
     if (r.u8() % 2 === 0) runStream(r);
-    else await runRead(r);
+    else await runRead(r, bytes.length);
   },
 };
