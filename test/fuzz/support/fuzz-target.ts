@@ -1,4 +1,4 @@
-// What a fuzz target is (test/fuzz/targets/*.ts; test/fuzz/README.md): a name, its generated
+// What a fuzz target is (test/fuzz/targets/*.ts; docs/testing.md "Hostile input"): a name, its generated
 // cases (structure-aware: valid input built by our own encoders, then mutated; and raw bytes),
 // and run(), which feeds one case to the parser under test and throws when the target's own
 // oracles are violated (an error other than the typed ones escaped, a valid input decoded
