@@ -56,9 +56,10 @@ async function main(): Promise<void> {
     console.log(`\n== ${target}: ${minutes} min from seed ${s}`);
     const report = await runFuzz({ target, seed: s, timeMs: minutes * 60_000, ...(runs ? { runs } : {}) });
     const rate = report.executions / (report.ms / 1000);
-    console.log(`${target}: ${report.executions} executions in ${(report.ms / 1000).toFixed(0)} s (${rate.toFixed(0)}/s), ${report.crashes} crashes, ${report.hangs} hangs`);
+    const perCpu = report.cpuMs > 0 ? report.executions / (report.cpuMs / 1000) : 0;
+    console.log(`${target}: ${report.executions} executions in ${(report.ms / 1000).toFixed(0)} s (${rate.toFixed(0)}/s; ${perCpu.toFixed(0)} per CPU second), ${report.crashes} crashes, ${report.hangs} hangs`);
     for (const f of report.failures) console.log(`  ${f.kind}: ${f.error}${f.file ? `\n    saved: ${f.file}` : ''}`);
-    results.push({ target, seed: s, executions: report.executions, seconds: Math.round(report.ms / 1000), perSecond: Math.round(rate), crashes: report.crashes, hangs: report.hangs });
+    results.push({ target, seed: s, executions: report.executions, seconds: Math.round(report.ms / 1000), perSecond: Math.round(rate), perCpuSecond: Math.round(perCpu), crashes: report.crashes, hangs: report.hangs });
   }
   console.log('\n== summary (JSON)');
   console.log(JSON.stringify(results, null, 1));

@@ -163,9 +163,10 @@ describe('connections that stop answering properly are reopened, never left conn
     modbus = await startModbusServer();
     modbus.exception = 2; // illegal data address, for every request
     const r = start(modbusYaml(modbus.port, 100));
-    await until(() => (r.getConnection('line.plc').figures.failures >= 1 ? true : undefined), 10_000, 'a refusal');
+    await until(() => (r.getConnection('line.plc').figures.failures >= 1 ? true : undefined), 20_000, 'a refusal');
+    // Refusals for five times the liveness window (3 x 100 ms), and more than a few of them.
     const since = Date.now();
-    await until(() => (r.getConnection('line.plc').figures.failures >= 20 && Date.now() - since > 600 ? true : undefined), 10_000, '20 refusals over 600 ms');
+    await until(() => (r.getConnection('line.plc').figures.failures >= 6 && Date.now() - since > 1500 ? true : undefined), 20_000, 'refusals over 1.5 s');
     expect(r.getConnection('line.plc').currentState).to.equal('connected');
     expect(modbus.accepted).to.equal(1);
   });

@@ -1,7 +1,8 @@
 // The shape of a fuzz target's test file in npm test: its saved regressions replayed, then a
 // time-boxed run of generated cases from a printed seed (GATEWAYD_FUZZ_SEED repeats it), which
-// must reach a floor of executions (a harness that got slower fails) and find nothing. A
-// failure is saved under test/fuzz/regressions/<target>/ and named in the test's message.
+// must find nothing and reach a floor of executions per CPU second of the fuzzing thread (a
+// harness that got slower fails; a machine busy with other work does not). A failure is saved
+// under test/fuzz/regressions/<target>/ and named in the test's message.
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { FuzzTarget } from './fuzz-target.js';
@@ -12,14 +13,18 @@ export interface FuzzSuiteOptions {
   target: string;
   /** The time box of the generated run in npm test. */
   timeMs: number;
-  /** Executions the time box must reach at least. */
-  minExecutions: number;
+  /** Executions per CPU second of the fuzzing thread, at least. */
+  minPerCpuSecond: number;
 }
 
-const summary = (r: FuzzReport) =>
-  `${r.target} ${r.mode}: seed ${r.seed}, ${r.executions} executions in ${(r.ms / 1000).toFixed(1)} s, ${r.crashes} crashes, ${r.hangs} hangs` + r.failures.map((f) => `\n  ${f.kind}: ${f.error}${f.file ? ` (saved: ${f.file})` : ''}`).join('');
+/** However busy the machine, a time box runs at least this many cases. */
+const MIN_EXECUTIONS = 200;
 
-export function fuzzSuite({ target, timeMs, minExecutions }: FuzzSuiteOptions): void {
+const perCpuSecond = (r: FuzzReport) => (r.cpuMs > 0 ? (r.executions * 1000) / r.cpuMs : 0);
+const summary = (r: FuzzReport) =>
+  `${r.target} ${r.mode}: seed ${r.seed}, ${r.executions} executions in ${(r.ms / 1000).toFixed(1)} s (${(r.cpuMs / 1000).toFixed(1)} s of CPU: ${perCpuSecond(r).toFixed(0)}/CPU s), ${r.crashes} crashes, ${r.hangs} hangs` + r.failures.map((f) => `\n  ${f.kind}: ${f.error}${f.file ? ` (saved: ${f.file})` : ''}`).join('');
+
+export function fuzzSuite({ target, timeMs, minPerCpuSecond }: FuzzSuiteOptions): void {
   describe(`fuzz: ${target}`, function () {
     this.timeout(timeMs + 60_000);
 
@@ -38,12 +43,13 @@ export function fuzzSuite({ target, timeMs, minExecutions }: FuzzSuiteOptions): 
       expect(report.executions).to.equal(saved.length);
     });
 
-    it(`survives ${timeMs / 1000} s of generated cases, at least ${minExecutions} of them`, async () => {
+    it(`survives ${timeMs / 1000} s of generated cases, at least ${minPerCpuSecond} per CPU second`, async () => {
       const seed = runSeed();
       const report = await runFuzz({ target, seed, timeMs });
       console.log(`      ${summary(report)} (GATEWAYD_FUZZ_SEED=${seed} repeats it)`);
       expect(report.failures, summary(report)).to.deep.equal([]);
-      expect(report.executions, summary(report)).to.be.at.least(minExecutions);
+      expect(report.executions, summary(report)).to.be.at.least(MIN_EXECUTIONS);
+      expect(perCpuSecond(report), summary(report)).to.be.at.least(minPerCpuSecond);
     });
   });
 }

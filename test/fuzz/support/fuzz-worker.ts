@@ -5,7 +5,7 @@
 // `replay` (the given cases, the saved regressions). Posts one result message at the end.
 import { parentPort, workerData } from 'node:worker_threads';
 import fc from 'fast-check';
-import { checkCase, checkCaseSync } from './oracles.js';
+import { checkCase, checkCaseSync, threadCpuMs } from './oracles.js';
 import type { FuzzTarget } from './fuzz-target.js';
 import type { WorkerInput, WorkerResult } from './worker-contract.js';
 
@@ -25,6 +25,7 @@ const describe = (err: unknown) => ({ error: err instanceof Error ? `${err.name}
 async function main(): Promise<WorkerResult> {
   const { target } = (await import(input.module)) as { target: FuzzTarget };
   const t0 = performance.now();
+  const cpu0 = threadCpuMs();
   let executions = 0;
   const failures: WorkerResult['failures'] = [];
   if (input.mode === 'replay') {
@@ -38,7 +39,7 @@ async function main(): Promise<WorkerResult> {
         failures.push({ bytes, ...describe(err) });
       }
     }
-    return { executions, failures, ms: performance.now() - t0 };
+    return { executions, failures, ms: performance.now() - t0, cpuMs: threadCpuMs() - cpu0 };
   }
   const options = { seed: input.seed, numRuns: input.runs ?? Number.MAX_SAFE_INTEGER, plugins: [fc.interruptAfterTimeLimit(input.timeMs)] };
   const details = target.async
@@ -61,10 +62,10 @@ async function main(): Promise<WorkerResult> {
   const counterexample = details.counterexample as [Uint8Array] | null;
   if (details.failed && counterexample) failures.push({ bytes: counterexample[0], ...describe(details.errorInstance), ...(details.counterexamplePath ? { path: details.counterexamplePath } : {}) });
   else if (details.failed) failures.push({ bytes: new Uint8Array(), error: 'fast-check stopped without a counterexample', kind: 'escaped' });
-  return { executions, failures, ms: performance.now() - t0 };
+  return { executions, failures, ms: performance.now() - t0, cpuMs: threadCpuMs() - cpu0 };
 }
 
 main().then(
   (result) => parentPort!.postMessage(result),
-  (err: unknown) => parentPort!.postMessage({ executions: 0, failures: [{ bytes: new Uint8Array(), error: `the target could not run: ${String((err as Error)?.stack ?? err)}`, kind: 'escaped' }], ms: 0 } satisfies WorkerResult),
+  (err: unknown) => parentPort!.postMessage({ executions: 0, failures: [{ bytes: new Uint8Array(), error: `the target could not run: ${String((err as Error)?.stack ?? err)}`, kind: 'escaped' }], ms: 0, cpuMs: 0 } satisfies WorkerResult),
 );

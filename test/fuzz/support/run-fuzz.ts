@@ -25,6 +25,8 @@ export interface FuzzReport {
   seed: number;
   executions: number;
   ms: number;
+  /** CPU time of the fuzzing thread (ms; 0 when the watchdog stopped it). */
+  cpuMs: number;
   /** Cases that broke an oracle (crash: an error escaped, a wrong result, an unsafe write, too slow, too much memory). */
   crashes: number;
   /** Cases that never returned (the watchdog stopped the worker). */
@@ -79,7 +81,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const input: WorkerInput = { module: targetModule(target), mode, seed, timeMs, heartbeat, ...(cases ? { cases } : {}), ...(options.runs ? { runs: options.runs } : {}) };
   const worker = new Worker(workerFile, { workerData: input });
   const t0 = performance.now();
-  const report: FuzzReport = { target, mode, seed, executions: 0, ms: 0, crashes: 0, hangs: 0, failures: [] };
+  const report: FuzzReport = { target, mode, seed, executions: 0, ms: 0, cpuMs: 0, crashes: 0, hangs: 0, failures: [] };
   const record = (kind: string, error: string, bytes: Uint8Array, path?: string) => {
     const file = save && mode === 'fuzz' ? saveRegression(target, bytes, { kind, error, seed, ...(path ? { path } : {}) }) : undefined;
     report.failures.push({ kind, error, ...(file ? { file } : {}) });
@@ -108,6 +110,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     worker.once('message', (result: WorkerResult) => {
       clearInterval(watchdog);
       report.executions = result.executions;
+      report.cpuMs = result.cpuMs;
       for (const f of result.failures) record(f.kind, f.error, f.bytes, f.path);
       void worker.terminate().then(() => resolve());
     });

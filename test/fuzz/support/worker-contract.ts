@@ -19,6 +19,8 @@ export interface WorkerResult {
   /** fuzz: fast-check's counterexample, shrunk; replay: every case that failed. */
   failures: Array<{ bytes: Uint8Array; error: string; kind: string; path?: string }>;
   ms: number;
+  /** CPU time the worker's thread spent (ms): executions per CPU second do not depend on the machine's load. */
+  cpuMs: number;
 }
 
 /** Bytes of the current case kept for the watchdog (cases beyond are cut: still enough to look at). */
