@@ -105,3 +105,19 @@ export class InternalError extends AppError {
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }
+
+/**
+ * What a device sent cannot be understood: malformed, longer than its protocol or the sizes the
+ * connection negotiated allow, or out of step with what was asked (another request's answer).
+ * The protocol drivers' parsers (src/mapping/drivers) raise only this for bad bytes; the
+ * connection they came on is not trusted any more. Not an AppError: it never reaches HTTP as such.
+ */
+export class ProtocolError extends Error {
+  constructor(
+    readonly protocol: 'S7' | 'EtherNet/IP' | 'Modbus',
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}

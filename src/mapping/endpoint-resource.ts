@@ -147,12 +147,12 @@ export class EndpointResource extends EnableableResource {
     };
     try {
       if (def.operation === 'read') {
-        stops.push(...this.answerRequests(driver));
+        stops.push(...this.answerRequests());
         if (driver.subscribe && (def.protocol === 'Mqtt' || (def.protocol === 'Opcua' && def.address.samplingIntervalMs !== undefined))) {
           stops.push(await this.relay(driver));
         }
         if (def.pollIntervalMs !== undefined) stops.push(this.poll(driver, def.pollIntervalMs));
-      } else stops.push(...this.acceptWrites(driver));
+      } else stops.push(...this.acceptWrites());
     } catch (err) {
       stopAll();
       throw err;
@@ -160,14 +160,14 @@ export class EndpointResource extends EnableableResource {
     return stopAll;
   }
   /** <topic>/req → a fresh reading on <topic>/res. */
-  answerRequests(driver: ConnectionDriver): Array<() => void> {
+  answerRequests(): Array<() => void> {
     const { dataPlane } = this.ctx;
     if (!dataPlane) return [];
     const def = this.def;
     return [
       dataPlane.subscribe(`${def.topic}/req`, (topic) =>
         this.guard(topic, async () => {
-          const value = await driver.read(def);
+          const value = await this.conn.read(def);
           this.readTaken();
           const ctx = this.context(topic);
           await this.ctx.publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
@@ -213,7 +213,7 @@ export class EndpointResource extends EnableableResource {
    * {ok, value?, error?, timestamp (when the value arrived, epoch ms), correlationData?}; MQTT 5
    * correlation data, when the broker passes it, is echoed as a property and in the body.
    */
-  acceptWrites(driver: ConnectionDriver): Array<() => void> {
+  acceptWrites(): Array<() => void> {
     const { dataPlane } = this.ctx;
     if (!dataPlane) return [];
     const def = this.def;
@@ -230,7 +230,7 @@ export class EndpointResource extends EnableableResource {
               const out = await this.ctx.applyRules(asked, this.context(topic), this.filter, this.transform);
               if (!out) return acknowledge({ ok: false, error: 'dropped by the endpoint filter', timestamp });
               value = out.value;
-              await driver.write(def, value);
+              await this.conn.write(def, value);
             } catch (err) {
               acknowledge({ ok: false, ...(value === undefined ? {} : { value }), error: errorText(err), timestamp });
               throw err;
@@ -286,7 +286,7 @@ export class EndpointResource extends EnableableResource {
       this.guard(
         this.def.topic,
         async () => {
-          const value = await driver.read(this.def);
+          const value = await this.conn.read(this.def);
           this.readTaken();
           const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
           if (out && active) await this.published(this.def.topic, out.value);
