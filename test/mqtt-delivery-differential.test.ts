@@ -34,7 +34,7 @@ async function runAll(port: number, scenarios: Scenario[], prefix: string, crede
 function describeTranscript(t: Transcript | Error | undefined): string {
   if (t === undefined) return 'none';
   if (t instanceof Error) return `error: ${t.message}`;
-  const d = (list: Transcript['live']) => list.map((m) => `${m.topic}:q${m.qos}${m.dup ? ':dup' : ''}`).join(' ') || '-';
+  const d = (list: Transcript['live']) => list.map((m) => `${m.topic}${m.payload ? `=${m.payload}` : ''}:q${m.qos}${m.dup ? ':dup' : ''}${m.retain ? ':retained' : ''}`).join(' ') || '-';
   return `live [${d(t.live)}] sessionPresent ${t.sessionPresent ? 1 : 0} after [${d(t.after)}]`;
 }
 
@@ -62,7 +62,7 @@ describe('delivery beside Mosquitto 2: the same messages, in the same order, wha
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it(`agrees on all ${allScenarios(DELAYS).length} scenarios (MQTT 3.1.1 and 5, clean and persistent, QoS 0-2 each side, delays ${DELAYS.join('/')} ms, acking, pausing, self-publishing, wills)`, async () => {
+  it(`agrees on all ${allScenarios(DELAYS).length} scenarios (MQTT 3.1.1 and 5, clean and persistent, QoS 0-2 each side, delays ${DELAYS.join('/')} ms, acking, pausing, self-publishing, wills, a retained value and its update)`, async () => {
     const scenarios = allScenarios(DELAYS);
     const credentials = { username: 'device', password: Buffer.from('device-pw') };
     const [ours, theirs] = await Promise.all([runAll(gatewayd.port, scenarios, 'g', credentials), runAll(mosquitto.port, scenarios, 'm', credentials)]);

@@ -9,8 +9,13 @@ import mqttPacket from 'mqtt-packet';
 
 export type Version = 4 | 5;
 export type Qos = 0 | 1 | 2;
-/** acks: the subscriber acknowledges; pauses: it never does (until it reconnects); self: it publishes to its own subscription; will: a third client's will. */
-export type Variant = 'acks' | 'pauses' | 'self' | 'will';
+/**
+ * acks: the subscriber acknowledges; pauses: it never does (until it reconnects); self: it
+ * publishes to its own subscription; will: a third client's will; retained: a retained message
+ * is there before the SUBSCRIBE, and the subscriber publishes a new value of its topic `delay`
+ * after it (right behind it at 0: its retained copy must still come first).
+ */
+export type Variant = 'acks' | 'pauses' | 'self' | 'will' | 'retained';
 
 export interface Scenario {
   id: string;
@@ -30,6 +35,7 @@ export interface Delivery {
   payload: string;
   qos: number;
   dup: boolean;
+  retain: boolean;
 }
 
 export interface Transcript {
@@ -54,7 +60,7 @@ export function allScenarios(delays: readonly number[]): Scenario[] {
       for (const clean of [true, false])
         for (const subQos of [0, 1, 2] as const)
           for (const msgQos of [0, 1, 2] as const)
-            for (const variant of ['acks', 'pauses', 'self', 'will'] as const) {
+            for (const variant of ['acks', 'pauses', 'self', 'will', 'retained'] as const) {
               out.push({ id: `${variant}-v${version}-${clean ? 'c' : 'p'}-s${subQos}-m${msgQos}-d${delay}`, version, clean, subQos, msgQos, delay, variant });
             }
   return out;
@@ -152,20 +158,20 @@ class Wire {
   }
 
   /** Publishes and waits for the end of the flow (QoS 0: the broker has read it). */
-  async publish(topic: string, payload: string, qos: Qos): Promise<void> {
+  async publish(topic: string, payload: string, qos: Qos, retain = false): Promise<void> {
     if (qos === 0) {
-      this.send({ cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: false, dup: false });
+      this.send({ cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain, dup: false });
       return this.ping();
     }
     const messageId = this.messageId();
     const end = this.next((p) => (p.cmd === (qos === 1 ? 'puback' : 'pubcomp')) && p.messageId === messageId, WAIT_MS, qos === 1 ? 'PUBACK' : 'PUBCOMP');
-    this.send({ cmd: 'publish', topic, payload: Buffer.from(payload), qos, retain: false, dup: false, messageId });
+    this.send({ cmd: 'publish', topic, payload: Buffer.from(payload), qos, retain, dup: false, messageId });
     await end;
   }
 
   /** The PUBLISH packets received, their topics without `base` (the same for every broker). */
   deliveries(base: string): Delivery[] {
-    return this.received.flatMap((p) => (p.cmd === 'publish' ? [{ topic: p.topic.startsWith(`${base}/`) ? p.topic.slice(base.length + 1) : p.topic, payload: p.payload.toString(), qos: p.qos, dup: p.dup }] : []));
+    return this.received.flatMap((p) => (p.cmd === 'publish' ? [{ topic: p.topic.startsWith(`${base}/`) ? p.topic.slice(base.length + 1) : p.topic, payload: p.payload.toString(), qos: p.qos, dup: p.dup, retain: p.retain }] : []));
   }
 
   get count(): number {
@@ -206,7 +212,7 @@ export async function runScenario(port: number, s: Scenario, prefix: string, cre
   const subId = `${prefix}-${s.id}-sub`;
   const { wire: sub } = await Wire.open(port, s.version, sessionConnect(s, subId, credentials, s.clean));
   sub.acknowledge = s.variant !== 'pauses';
-  const publisher = s.variant === 'self' ? sub : s.variant === 'will' ? undefined : (await Wire.open(port, s.version, { clientId: `${prefix}-${s.id}-pub`, ...credentials })).wire;
+  const publisher = s.variant === 'self' || s.variant === 'retained' ? sub : s.variant === 'will' ? undefined : (await Wire.open(port, s.version, { clientId: `${prefix}-${s.id}-pub`, ...credentials })).wire;
   const willer =
     s.variant === 'will'
       ? (
@@ -218,8 +224,10 @@ export async function runScenario(port: number, s: Scenario, prefix: string, cre
         ).wire
       : undefined;
 
+  // The value a retained scenario's subscriber must get first, published before it subscribes.
+  if (s.variant === 'retained') await publisher!.publish(`${base}/r`, 'stored', s.msgQos, true);
   const subscribe = { cmd: 'subscribe', messageId: sub.messageId(), subscriptions: [{ topic: filter, qos: s.subQos }] } as mqttPacket.ISubscribePacket;
-  if (s.variant === 'self' && s.delay === 0) {
+  if ((s.variant === 'self' || s.variant === 'retained') && s.delay === 0) {
     // One connection, one write: the broker reads the PUBLISH right after the SUBSCRIBE.
     sub.send(subscribe);
   } else {
@@ -228,7 +236,10 @@ export async function runScenario(port: number, s: Scenario, prefix: string, cre
     await sub.ping();
     await sleep(s.delay);
   }
-  if (publisher) {
+  if (s.variant === 'retained') {
+    await publisher!.publish(`${base}/r`, 'new', s.msgQos);
+    await publisher!.publish(`${base}/m2`, 'two', s.msgQos);
+  } else if (publisher) {
     await publisher.publish(`${base}/m1`, 'one', s.msgQos);
     await publisher.publish(`${base}/m2`, 'two', s.msgQos);
   } else {
@@ -241,6 +252,8 @@ export async function runScenario(port: number, s: Scenario, prefix: string, cre
   await sub.ping();
   await sleep(QUIET_MS);
   const live = sub.deliveries(base);
+  // A retained scenario leaves no retained message behind.
+  if (s.variant === 'retained') await publisher!.publish(`${base}/r`, '', 0, true);
   if (publisher && publisher !== sub) await publisher.disconnect();
   await sub.disconnect();
 

@@ -387,7 +387,7 @@ export class LmdbPersistence {
   async outgoingUpdate(client: ClientRef, packet: StoredPacket): Promise<void> {
     const session = this.#state.sessions.get(client.id);
     if (!session) throw new Error('no such packet');
-    this.#state.queues.update(session, packet, this.#copyHow(session, packet));
+    if (this.#state.queues.update(session, packet, this.#copyHow(session, packet)) === 'added') this.#state.queuedTotal++;
   }
 
   /**
