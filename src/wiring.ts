@@ -4,6 +4,7 @@ import type { GatewayConfig } from './config/index.js';
 import type { Logger } from './log/index.js';
 import type { Part } from './daemon.js';
 import { openStore, STORE_FILE, type Store } from './store/index.js';
+import { createStoreIdentityWriter } from './store/identity-writer.js';
 import { createFlashWear, createStoragePolicy } from './storage/index.js';
 import { createAccessEvents } from './auth/access-events.js';
 import { createPasswordHasher } from './auth/passwords.js';
@@ -89,11 +90,12 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   const events = createAccessEvents();
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
   const engine = createPermissionEngine({ store, events });
-  const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
+  const identity = createStoreIdentityWriter(store);
+  const tokens = createTokenService({ store, identity, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });
-  const roles = createRoleService({ store, engine, log, guard });
+  const roles = createRoleService({ store, identity, engine, log, guard });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
-  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
+  const users = createUserService({ store, identity, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
   // LDAP single sign-on (docs/design.md §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });

@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Store, TokenRecord } from '../store/index.js';
 import { prefixRange } from '../store/index.js';
+import { putTokenIndexed, removeTokenIndexed } from '../store/identity-indexes.js';
+import type { IdentityWriter } from '../store/identity-writer.js';
 import type { AccessEvents } from './access-events.js';
 import { InsufficientStorageError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
@@ -21,16 +23,13 @@ export interface IssueTokenOptions {
   scope?: TokenRecord['scope'];
 }
 
-export function createTokenService(deps: { store: Store; events: AccessEvents; log: Logger; maxTokensPerUser: number; now?: () => number }) {
-  const { store, events, log } = deps;
+export function createTokenService(deps: { store: Store; identity: IdentityWriter; events: AccessEvents; log: Logger; maxTokensPerUser: number; now?: () => number }) {
+  const { store, identity, events, log } = deps;
   const now = deps.now ?? (() => Date.now());
 
   /** Deletes the given tokens inside the caller's transaction. */
   const removeInTxn = (userId: string, fingerprints: string[]) => {
-    for (const fp of fingerprints) {
-      store.tokens.remove(fp);
-      store.userTokens.remove([userId, fp]);
-    }
+    for (const fp of fingerprints) removeTokenIndexed(store, userId, fp);
   };
 
   const fingerprintsOf = (userId: string): string[] =>
@@ -58,7 +57,7 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
       };
       let displaced: string[];
       try {
-        displaced = await store.transaction(() => {
+        displaced = await identity.transaction(() => {
         // Housekeeping bounded by this user's tokens: expired ones go when a new one comes,
         // and beyond maxTokensPerUser the oldest live ones make room (a script that logs in
         // every minute must not grow the store and every later login without bound).
@@ -72,8 +71,7 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
         live.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
         const displaced = live.slice(0, Math.max(0, live.length - deps.maxTokensPerUser + 1)).map((r) => r.fingerprint);
         removeInTxn(userId, [...expired, ...displaced]);
-        store.tokens.put(record.fingerprint, record);
-        store.userTokens.put([userId, record.fingerprint], 1);
+        putTokenIndexed(store, record);
         return displaced;
         });
       } catch (err) {
@@ -110,7 +108,7 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
     /** Revokes the given tokens of a user (all when fingerprints is undefined). Returns how many. */
     async revoke(userId: string, fingerprints?: string[]): Promise<number> {
       for (const r of unsavedOf(userId)) if (!fingerprints || fingerprints.includes(r.fingerprint)) unsaved.delete(r.fingerprint);
-      const removed = await store.transaction(() => {
+      const removed = await identity.transaction(() => {
         const own = new Set(fingerprintsOf(userId));
         const targets = fingerprints ? fingerprints.filter((fp) => own.has(fp)) : [...own];
         removeInTxn(userId, targets);
