@@ -4,7 +4,7 @@ import { prefixRange } from '../store/index.js';
 import { putTokenIndexed, removeTokenIndexed } from '../store/identity-indexes.js';
 import type { IdentityWriter } from '../store/identity-writer.js';
 import type { AccessEvents } from './access-events.js';
-import { InsufficientStorageError } from '../errors/errors.js';
+import { InsufficientStorageError, LockedError, ServiceUnavailableError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 
 /** Tokens are opaque: 32 random bytes, base64url. Only their SHA-256 is stored. */
@@ -55,15 +55,15 @@ export function createTokenService(deps: { store: Store; identity: IdentityWrite
         scope: options.scope ?? 'full',
         ...(options.label !== undefined ? { label: options.label } : {}),
       };
-      let displaced: string[];
-      try {
-        displaced = await identity.transaction(() => {
-        // Housekeeping bounded by this user's tokens: expired ones go when a new one comes,
-        // and beyond maxTokensPerUser the oldest live ones make room (a script that logs in
-        // every minute must not grow the store and every later login without bound).
+      // Housekeeping bounded by this user's tokens: expired ones go when a new one comes, and
+      // beyond maxTokensPerUser the oldest live ones make room (a script that logs in every
+      // minute must not grow the store and every later login without bound). `mine`: which
+      // tokens it may remove.
+      const issueInTxn = (mine: (fp: string) => boolean) => {
         const live: TokenRecord[] = [];
         const expired: string[] = [];
         for (const fp of fingerprintsOf(userId)) {
+          if (!mine(fp)) continue;
           const r = store.tokens.get(fp);
           if (!r || Date.parse(r.expiresAt) <= t) expired.push(fp);
           else live.push(r);
@@ -73,7 +73,17 @@ export function createTokenService(deps: { store: Store; identity: IdentityWrite
         removeInTxn(userId, [...expired, ...displaced]);
         putTokenIndexed(store, record);
         return displaced;
-        });
+      };
+      let displaced: string[];
+      try {
+        try {
+          displaced = await identity.transaction(() => issueInTxn(() => true));
+        } catch (err) {
+          // A site's records cannot change here now (an edge; a central whose authority is
+          // down): the session is this gateway's own, and only its own tokens make room.
+          if (!(err instanceof LockedError) && !(err instanceof ServiceUnavailableError)) throw err;
+          displaced = await identity.local(() => identity.transaction(() => issueInTxn((fp) => !identity.isSiteRecord('token', fp))));
+        }
       } catch (err) {
         if (!(err instanceof InsufficientStorageError)) throw err;
         if (unsaved.size >= MAX_UNSAVED) unsaved.delete(unsaved.keys().next().value!);

@@ -1,0 +1,131 @@
+// One site, one set of users (docs/scaling-out.md, docs/design.md §16): PostgreSQL is the
+// site's authority for identity records, every gateway keeps a full replica in its LMDB and
+// decides from it. A gateway without a `site` role is not touched by any of this.
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import type { Database } from 'lmdb';
+import type { AccessEvents } from '../auth/access-events.js';
+import { ConfigError, type GatewayConfig } from '../config/index.js';
+import type { Part } from '../daemon.js';
+import type { Logger } from '../log/index.js';
+import type { IndexKey, Store } from '../store/index.js';
+import { createCentral } from './central.js';
+import type { SiteIdentityWriter } from './central-writer.js';
+import { createEdge } from './edge.js';
+import { createSiteReplica } from './replica.js';
+import type { SiteFeed } from './site-feed.js';
+import { siteFiles } from './site-files.js';
+
+export { BREAK_GLASS_NAME } from './central-writer.js';
+export { EDGE_HEADER } from './site-feed.js';
+export { SIGNATURE_HEADER } from './signing.js';
+export type { SiteFeed } from './site-feed.js';
+
+/** What /health, /metrics, the status page and the UI show of the site. */
+export interface SiteStatus {
+  role: 'central' | 'edge';
+  siteId?: string;
+  epoch?: string;
+  revision?: number;
+  digest?: string;
+  /** central: following PostgreSQL; edge: following a central. */
+  state: string;
+  /** Seconds since the authority (central) or a central (edge) last answered. */
+  ageSeconds?: number;
+  central?: Record<string, unknown>;
+  edge?: Record<string, unknown>;
+}
+
+export interface Site {
+  role: 'central' | 'edge';
+  identity: SiteIdentityWriter;
+  part: Part;
+  /** Centrals: what they serve the edges. */
+  feed?: SiteFeed;
+  /** The site's MFA key once known (seals TOTP secrets on every gateway of the site). */
+  mfaKey(): Buffer | undefined;
+  /** Whether a user may sign in now (edges with `offline: denyAfter`). */
+  admits(userId: string): boolean;
+  /** The replica holds the site (a gateway that has not reached it yet refuses the site's users). */
+  ready(): boolean;
+  status(): SiteStatus;
+}
+
+function secretFrom(value: string, file: string, key: string): string {
+  if (!file) return value;
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(key, `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+export function createSite(deps: { config: GatewayConfig; store: Store; events: AccessEvents; log: Logger; localMfaKey: () => Buffer }): Site | undefined {
+  const { config, store, events } = deps;
+  const site = { ...config.site, name: config.site.name || hostname() };
+  if (site.role === 'none') return undefined;
+  const log = deps.log.child({ part: 'site' });
+  const replica = createSiteReplica({ store, events, keepLog: site.role === 'central' ? Math.min(site.logRetention, 10_000) : 0 });
+  let docs: Database<Record<string, unknown>, IndexKey> = store.openDatabase('site-docs', { keyEncoding: 'ordered-binary' });
+  store.onReopen(() => void (docs = store.openDatabase('site-docs', { keyEncoding: 'ordered-binary' })));
+  const files = siteFiles(config.dataDir);
+  const base = () => {
+    const s = replica.state();
+    return s ? { siteId: s.siteId, epoch: s.epoch, revision: s.rev, digest: s.digest } : {};
+  };
+  const ready = () => replica.state() !== undefined;
+
+  if (site.role === 'central') {
+    const central = createCentral({
+      site,
+      pgPassword: secretFrom(site.postgres.password, site.postgres.passwordFile, 'site.postgres.passwordFile'),
+      store,
+      replica,
+      docs: () => docs,
+      files,
+      localMfaKey: deps.localMfaKey,
+      log,
+    });
+    return {
+      role: 'central',
+      identity: central.identity,
+      part: central.part,
+      feed: central.feed,
+      mfaKey: central.mfaKey,
+      admits: () => true,
+      ready,
+      status() {
+        const c = central.status();
+        return {
+          role: 'central',
+          ...base(),
+          state: c.following ? 'following' : 'offline',
+          ...(c.lastContactAt ? { ageSeconds: Math.max(0, Math.round((Date.now() - c.lastContactAt) / 1000)) } : {}),
+          central: c,
+        };
+      },
+    };
+  }
+  const edge = createEdge({
+    site,
+    joinToken: () => secretFrom(site.joinToken, site.joinTokenFile, 'site.joinTokenFile'),
+    store,
+    replica,
+    docs: () => docs,
+    files,
+    events,
+    log,
+  });
+  return {
+    role: 'edge',
+    identity: edge.identity,
+    part: edge.part,
+    mfaKey: edge.mfaKey,
+    admits: edge.admits,
+    ready,
+    status() {
+      const e = edge.status();
+      return { role: 'edge', ...base(), state: e.phase, ...(e.ageSeconds !== undefined ? { ageSeconds: e.ageSeconds } : {}), edge: e };
+    },
+  };
+}

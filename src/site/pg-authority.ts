@@ -1,0 +1,219 @@
+// The site's authority on PostgreSQL (docs/design.md §16): the records, a gap-free log of
+// changes and the head (revision, digest). Every change is one transaction under an advisory
+// lock, so revisions commit in their order (sequences commit out of order); NOTIFY after it is
+// a doorbell only, followers poll behind it. Centrals are the only clients; edges never reach
+// PostgreSQL.
+import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
+import type { Client } from 'pg';
+import { AppError, ConflictError } from '../errors/errors.js';
+import type { Logger } from '../log/index.js';
+import { AuthorityUnavailableError, createPrimaryConnector, type PgSettings, type PrimaryConnection } from './pg-connection.js';
+import { SCHEMA_SQL, SITE_LOCK_KEY } from './pg-schema.js';
+import { canonicalJson, moveDigest, recordHash, uniqueNameOf, ZERO_DIGEST, type LogRow, type RecordChange, type SiteHead, type SiteKind, type SiteSnapshot } from './site-records.js';
+
+/** What every central of a site shares, kept in PostgreSQL (created by the first central). */
+export interface SiteSecrets {
+  siteId: string;
+  /** Ed25519 private key (PKCS#8 PEM): signs snapshots and changes for the edges. */
+  signingKeyPem: string;
+  /** The AES-256 key that seals the site's TOTP secrets (hex). */
+  mfaKeyHex: string;
+}
+
+export interface WriteSession {
+  epoch: string;
+  head(): Promise<SiteHead>;
+  rowsSince(rev: number, limit: number): Promise<LogRow[] | 'gap'>;
+  snapshot(): Promise<SiteSnapshot>;
+  /** Writes a change as the next revision; answers its log row. Names taken: 409. */
+  append(changes: RecordChange[], head: SiteHead): Promise<LogRow>;
+}
+
+export const NOTIFY_CHANNEL = 'gatewayd_site';
+const SESSION_SETTINGS = [
+  // A central that hangs inside a change (SIGSTOP) must not hold the site's lock for good.
+  'SET idle_in_transaction_session_timeout = 5000',
+  'SET lock_timeout = 8000',
+];
+
+/** SQLSTATE classes that mean "this connection or server cannot serve now", not a bad request. */
+function unavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return true; // connection ended, client timeout, refused
+  return /^(08|53|57|58)/.test(code) || code === '25006' /* read-only: a demoted primary */ || code === '55P03' /* lock timeout */;
+}
+
+async function withConnectionSettings(conn: PrimaryConnection): Promise<PrimaryConnection> {
+  for (const sql of SESSION_SETTINGS) await conn.client.query(sql);
+  return conn;
+}
+
+function rowsOf(raw: { rev: string; digest: string; changes: string }[]): LogRow[] {
+  return raw.map((r) => ({ rev: Number(r.rev), digest: r.digest, changes: JSON.parse(r.changes) as RecordChange[] }));
+}
+
+export function createPgAuthority(deps: { settings: PgSettings; log: Logger; logRetention: number }) {
+  const { settings, log } = deps;
+  const connector = createPrimaryConnector(settings, 'gatewayd');
+  let writer: PrimaryConnection | undefined;
+  let queue: Promise<unknown> = Promise.resolve();
+
+  async function writerConnection(): Promise<PrimaryConnection> {
+    if (writer && !writer.broken) return writer;
+    writer = undefined;
+    writer = await withConnectionSettings(await connector.connect());
+    log.info('site authority: connected to the PostgreSQL primary', { host: `${writer.host.host}:${writer.host.port}` });
+    return writer;
+  }
+
+  async function head(client: Client, epoch: string): Promise<SiteHead> {
+    const r = await client.query<{ rev: string; digest: string }>('SELECT rev, digest FROM gatewayd_head WHERE id = 1');
+    const row = r.rows[0];
+    return { epoch, rev: row ? Number(row.rev) : 0, digest: row?.digest ?? ZERO_DIGEST };
+  }
+
+  async function rowsSince(client: Client, rev: number, limit: number): Promise<LogRow[] | 'gap'> {
+    const r = await client.query<{ rev: string; digest: string; changes: string }>('SELECT rev, digest, changes FROM gatewayd_log WHERE rev > $1 ORDER BY rev LIMIT $2', [rev, limit]);
+    const rows = rowsOf(r.rows);
+    if (rows.length && rows[0]!.rev !== rev + 1) return 'gap';
+    return rows;
+  }
+
+  async function snapshot(client: Client, epoch: string, siteId: string): Promise<SiteSnapshot> {
+    const h = await head(client, epoch);
+    const r = await client.query<{ kind: SiteKind; id: string; doc: string }>('SELECT kind, id, doc FROM gatewayd_record ORDER BY kind, id');
+    return { ...h, siteId, records: r.rows.map((x) => ({ kind: x.kind, id: x.id, doc: JSON.parse(x.doc) as Record<string, unknown> })) };
+  }
+
+  let secrets: SiteSecrets | undefined;
+
+  /** Runs body in one transaction holding the site's lock; one at a time per process. */
+  function withWriteLock<T>(body: (session: WriteSession) => Promise<T>): Promise<T> {
+    const run = queue.then(async () => {
+      const conn = await writerConnection();
+      const q = conn.client;
+      try {
+        await q.query('BEGIN');
+        await q.query('SELECT pg_advisory_xact_lock($1)', [SITE_LOCK_KEY]);
+        const session: WriteSession = {
+          epoch: conn.epoch,
+          head: () => head(q, conn.epoch),
+          rowsSince: (rev, limit) => rowsSince(q, rev, limit),
+          snapshot: () => snapshot(q, conn.epoch, secrets!.siteId),
+          append: (changes, h) => append(q, changes, h),
+        };
+        const result = await body(session);
+        await q.query('COMMIT');
+        return result;
+      } catch (err) {
+        // The services' own refusals (and the replica's) end the transaction, not the connection.
+        const decided = err instanceof AppError || (err instanceof Error && err.name === 'ReplicaRefusal');
+        if (!decided && (conn.broken || unavailable(err))) {
+          await conn.close();
+          if (writer === conn) writer = undefined;
+          log.warn('site authority: a change could not be written', { error: (err as Error).message });
+          throw new AuthorityUnavailableError('the site\'s authority (PostgreSQL) cannot be written now; try again shortly');
+        }
+        await q.query('ROLLBACK').catch(() => undefined);
+        if ((err as { code?: unknown }).code === '23505') throw new ConflictError('the name is already taken at the site');
+        throw err;
+      }
+    });
+    queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async function append(q: Client, changes: RecordChange[], h: SiteHead): Promise<LogRow> {
+    const kinds = changes.map((c) => c.kind);
+    const ids = changes.map((c) => c.id);
+    const old = await q.query<{ kind: string; id: string; hash: string }>(
+      'SELECT r.kind, r.id, r.hash FROM gatewayd_record r JOIN unnest($1::text[], $2::text[]) AS c(kind, id) ON r.kind = c.kind AND r.id = c.id',
+      [kinds, ids],
+    );
+    const removed = old.rows.map((r) => r.hash);
+    const added: string[] = [];
+    const rev = h.rev + 1;
+    // Deletes first, so a name that moves between records within the change is free.
+    for (const c of changes) await q.query('DELETE FROM gatewayd_record WHERE kind = $1 AND id = $2', [c.kind, c.id]);
+    for (const c of changes) {
+      if (!c.doc) continue;
+      const text = canonicalJson(c.doc);
+      const hash = recordHash(c.kind, c.id, text);
+      added.push(hash);
+      await q.query('INSERT INTO gatewayd_record (kind, id, name, doc, hash, rev) VALUES ($1, $2, $3, $4, $5, $6)', [c.kind, c.id, uniqueNameOf(c), text, hash, rev]);
+    }
+    const digest = moveDigest(h.digest, removed, added);
+    const row: LogRow = { rev, digest, changes };
+    await q.query('INSERT INTO gatewayd_log (rev, digest, changes) VALUES ($1, $2, $3)', [rev, digest, JSON.stringify(changes)]);
+    await q.query('UPDATE gatewayd_head SET rev = $1, digest = $2 WHERE id = 1', [rev, digest]);
+    if (rev % 100 === 0) await q.query('DELETE FROM gatewayd_log WHERE rev <= $1', [rev - deps.logRetention]);
+    await q.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, String(rev)]);
+    return row;
+  }
+
+  return {
+    /**
+     * Creates the tables and the site's secrets when missing (the first central of a site), and
+     * answers the secrets. `initialMfaKey`: the key this gateway sealed its TOTP secrets with,
+     * which a new site adopts.
+     */
+    async prepare(initialMfaKey: Buffer): Promise<SiteSecrets> {
+      const conn = await writerConnection();
+      const q = conn.client;
+      try {
+        await q.query('BEGIN');
+        await q.query('SELECT pg_advisory_xact_lock($1)', [SITE_LOCK_KEY]);
+        await q.query(SCHEMA_SQL);
+        const { privateKey } = generateKeyPairSync('ed25519');
+        const fresh: Record<string, string> = {
+          siteId: randomUUID(),
+          signingKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+          mfaKeyHex: (initialMfaKey.length === 32 ? initialMfaKey : randomBytes(32)).toString('hex'),
+        };
+        for (const [key, value] of Object.entries(fresh)) await q.query('INSERT INTO gatewayd_site (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING', [key, value]);
+        const r = await q.query<{ key: string; value: string }>('SELECT key, value FROM gatewayd_site');
+        await q.query('COMMIT');
+        const kv = Object.fromEntries(r.rows.map((x) => [x.key, x.value]));
+        secrets = { siteId: kv.siteId!, signingKeyPem: kv.signingKeyPem!, mfaKeyHex: kv.mfaKeyHex! };
+        return secrets;
+      } catch (err) {
+        await conn.close();
+        writer = undefined;
+        if (unavailable(err)) throw new AuthorityUnavailableError(`the site's authority cannot be prepared: ${(err as Error).message}`);
+        throw err;
+      }
+    },
+    withWriteLock,
+
+    /** A reader of its own for a central's follower: head, rows, snapshots, and the doorbell. */
+    async openFollower(onDoorbell: () => void): Promise<{ conn: PrimaryConnection; head(): Promise<SiteHead>; rowsSince(rev: number, limit: number): Promise<LogRow[] | 'gap'>; snapshot(): Promise<SiteSnapshot> }> {
+      const conn = await withConnectionSettings(await connector.connect());
+      conn.client.on('notification', () => onDoorbell());
+      await conn.client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+      const c = conn.client;
+      return {
+        conn,
+        head: () => head(c, conn.epoch),
+        rowsSince: (rev, limit) => rowsSince(c, rev, limit),
+        async snapshot() {
+          await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+          try {
+            const s = await snapshot(c, conn.epoch, secrets!.siteId);
+            await c.query('COMMIT');
+            return s;
+          } catch (err) {
+            await c.query('ROLLBACK').catch(() => undefined);
+            throw err;
+          }
+        },
+      };
+    },
+    secrets: () => secrets,
+    async close(): Promise<void> {
+      await queue.catch(() => undefined);
+      await writer?.close();
+      writer = undefined;
+    },
+  };
+}
+export type PgAuthority = ReturnType<typeof createPgAuthority>;
