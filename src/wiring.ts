@@ -5,7 +5,7 @@ import type { Logger } from './log/index.js';
 import type { Part } from './daemon.js';
 import { openStore, STORE_FILE, type Store } from './store/index.js';
 import { createStoreIdentityWriter } from './store/identity-writer.js';
-import { createSite } from './site/index.js';
+import { createSite, siteDomainEvents } from './site/index.js';
 import { bootstrapBreakGlass } from './site/break-glass.js';
 import { siteRoutes } from './http/routes/site-routes.js';
 import { loadOrCreateMfaKey } from './mfa/mfa-key.js';
@@ -97,14 +97,16 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   // the site and decides from its replica; a gateway on its own (site.role none) writes its store.
   const site = createSite({ config, store, events, log, localMfaKey: () => loadOrCreateMfaKey({ keyFile: config.mfa.encryptionKeyFile, dataDir: config.dataDir }).key });
   const identity = site?.identity ?? createStoreIdentityWriter(store);
+  // What the services raise; on a site's gateway its replica raises the permission changes.
+  const domainEvents = site ? siteDomainEvents(events) : events;
   const admits = site ? { admits: site.admits } : {};
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
-  const engine = createPermissionEngine({ store, events });
-  const tokens = createTokenService({ store, identity, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
+  const engine = createPermissionEngine({ store, events: domainEvents });
+  const tokens = createTokenService({ store, identity, events: domainEvents, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });
   const roles = createRoleService({ store, identity, engine, log, guard });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
-  const users = createUserService({ store, identity, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
+  const users = createUserService({ store, identity, engine, roles, tokens, hasher, events: domainEvents, policy: config.policy, log, guard, throttle });
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
   // LDAP single sign-on (docs/design.md §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });

@@ -83,7 +83,7 @@ export function createCentralWriter(deps: { store: Store; replica: SiteReplica; 
         sync.noteContact();
         if (committed) {
           try {
-            await replica.applyRow(committed.row, committed.epoch, { emitEvents: false, local });
+            await replica.applyRow(committed.row, committed.epoch, { local });
           } catch (err) {
             // Committed at the site: the follower brings the replica there from PostgreSQL.
             if (!(err instanceof ReplicaRefusal)) throw err;

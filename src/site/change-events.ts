@@ -13,13 +13,25 @@ export interface AppliedChange {
   next: Record<string, unknown> | null;
 }
 
+const grantKey = (p: { context: string; operation: string; resource: string }) => `${p.context}\0${p.operation}\0${p.resource}`;
+
+/** Whether a role's new version holds less than its previous one (or is gone). */
+function roleLost(prev: RoleRecord | undefined, next: RoleRecord | undefined): boolean {
+  if (!prev) return false;
+  if (!next) return prev.permissions.length > 0;
+  const now = new Set(next.permissions.map(grantKey));
+  return prev.permissions.some((p) => !now.has(grantKey(p)));
+}
+
 /**
  * `membersBefore`/`membersAfter`: the holders of each changed role before and after the change
  * (role membership is an index of the user records).
  */
 export function accessChangesOf(applied: AppliedChange[], membersBefore: Map<string, string[]>, membersAfter: Map<string, string[]>): AccessChange[] {
   const out: AccessChange[] = [];
-  const permissions = new Set<string>();
+  /** userId → whether the change took something away from the user. */
+  const permissions = new Map<string, boolean>();
+  const touch = (userId: string, lost: boolean) => permissions.set(userId, (permissions.get(userId) ?? false) || lost);
   const deleted = new Set<string>();
   const removedTokens = new Map<string, string[]>();
   for (const c of applied) {
@@ -37,8 +49,11 @@ export function accessChangesOf(applied: AppliedChange[], membersBefore: Map<str
         out.push({ userId: c.id, kind: 'deleted', username: prev.username });
         continue;
       }
-      permissions.add(c.id);
-      if (!prev || !next) continue;
+      if (!prev || !next) {
+        touch(c.id, false);
+        continue;
+      }
+      touch(c.id, prev.roleIds.some((r) => !next.roleIds.includes(r)) || (prev.mqttPublishPrefix ?? '') !== (next.mqttPublishPrefix ?? ''));
       const tokens = removedTokens.get(c.id) ?? [];
       const passwordChanged = prev.passwordHash !== next.passwordHash;
       const enrolled = !prev.mfa?.enrolled && !!next.mfa?.enrolled;
@@ -48,14 +63,14 @@ export function accessChangesOf(applied: AppliedChange[], membersBefore: Map<str
       else continue;
       removedTokens.delete(c.id);
     } else if (c.kind === 'role') {
-      const role = (c.next ?? c.prev) as unknown as RoleRecord | undefined;
-      if (!role) continue;
-      for (const userId of [...(membersBefore.get(c.id) ?? []), ...(membersAfter.get(c.id) ?? [])]) permissions.add(userId);
+      const lost = roleLost(c.prev as unknown as RoleRecord | undefined, (c.next ?? undefined) as unknown as RoleRecord | undefined);
+      for (const userId of membersBefore.get(c.id) ?? []) touch(userId, lost);
+      for (const userId of membersAfter.get(c.id) ?? []) touch(userId, lost);
     }
   }
   for (const [userId, fingerprints] of removedTokens) {
     if (!deleted.has(userId)) out.push({ userId, kind: 'revoked', tokenFingerprints: fingerprints });
   }
-  for (const userId of permissions) if (!deleted.has(userId)) out.unshift({ userId, kind: 'permissions' });
+  for (const [userId, lost] of permissions) if (!deleted.has(userId)) out.unshift({ userId, kind: 'permissions', lost });
   return out;
 }

@@ -49,6 +49,24 @@ export interface Site {
   /** The replica holds the site (a gateway that has not reached it yet refuses the site's users). */
   ready(): boolean;
   status(): SiteStatus;
+  /** The digest recomputed from every record the replica holds (an audit of the running one). */
+  recomputeDigest(): string;
+}
+
+/**
+ * The access events the users, roles and tokens services raise, on a gateway of a site: their
+ * 'permissions' events stay out, because the replica raises its own for every change it applies
+ * (this gateway's too), and those say whether a grant was lost — a gain must not close a
+ * cluster's sessions that another central admitted. Their other events pass (a second
+ * 'revoked' or 'deleted' for one change closes nothing more).
+ */
+export function siteDomainEvents(events: AccessEvents): AccessEvents {
+  return {
+    emit: (change) => {
+      if (change.kind !== 'permissions') events.emit(change);
+    },
+    on: (listener) => events.on(listener),
+  };
 }
 
 function secretFrom(value: string, file: string, key: string): string {
@@ -94,6 +112,7 @@ export function createSite(deps: { config: GatewayConfig; store: Store; events: 
       mfaKey: central.mfaKey,
       admits: () => true,
       ready,
+      recomputeDigest: () => replica.recomputeDigest(),
       status() {
         const c = central.status();
         return {
@@ -123,6 +142,7 @@ export function createSite(deps: { config: GatewayConfig; store: Store; events: 
     mfaKey: edge.mfaKey,
     admits: edge.admits,
     ready,
+    recomputeDigest: () => replica.recomputeDigest(),
     status() {
       const e = edge.status();
       return { role: 'edge', ...base(), state: e.phase, ...(e.ageSeconds !== undefined ? { ageSeconds: e.ageSeconds } : {}), edge: e };

@@ -93,14 +93,21 @@ export function createPgAuthority(deps: { settings: PgSettings; log: Logger; log
       const conn = await writerConnection();
       const q = conn.client;
       try {
-        await q.query('BEGIN');
-        await q.query('SELECT pg_advisory_xact_lock($1)', [SITE_LOCK_KEY]);
+        // One round trip: the transaction, the site's lock, and where the site stands under it.
+        const opened = (await q.query(`BEGIN; SELECT pg_advisory_xact_lock(${SITE_LOCK_KEY}); SELECT rev, digest FROM gatewayd_head WHERE id = 1`)) as unknown as { rows: { rev: string; digest: string }[] }[];
+        const at = opened[2]!.rows[0];
+        // Nobody else writes while the lock is held: the head stays what it was until this session appends.
+        let current: SiteHead = { epoch: conn.epoch, rev: at ? Number(at.rev) : 0, digest: at?.digest ?? ZERO_DIGEST };
         const session: WriteSession = {
           epoch: conn.epoch,
-          head: () => head(q, conn.epoch),
+          head: async () => current,
           rowsSince: (rev, limit) => rowsSince(q, rev, limit),
           snapshot: () => snapshot(q, conn.epoch, secrets!.siteId),
-          append: (changes, h) => append(q, changes, h),
+          append: async (changes, h) => {
+            const row = await append(q, changes, h);
+            current = { epoch: conn.epoch, rev: row.rev, digest: row.digest };
+            return row;
+          },
         };
         const result = await body(session);
         await q.query('COMMIT');
@@ -123,32 +130,31 @@ export function createPgAuthority(deps: { settings: PgSettings; log: Logger; log
     return run;
   }
 
+  /** The next revision in two round trips: the changed records out (their hashes back), then everything else in one statement. */
   async function append(q: Client, changes: RecordChange[], h: SiteHead): Promise<LogRow> {
-    const kinds = changes.map((c) => c.kind);
-    const ids = changes.map((c) => c.id);
-    const old = await q.query<{ kind: string; id: string; hash: string }>(
-      'SELECT r.kind, r.id, r.hash FROM gatewayd_record r JOIN unnest($1::text[], $2::text[]) AS c(kind, id) ON r.kind = c.kind AND r.id = c.id',
-      [kinds, ids],
+    const old = await q.query<{ hash: string }>(
+      'DELETE FROM gatewayd_record r USING unnest($1::text[], $2::text[]) AS c(kind, id) WHERE r.kind = c.kind AND r.id = c.id RETURNING r.hash',
+      [changes.map((c) => c.kind), changes.map((c) => c.id)],
     );
-    const removed = old.rows.map((r) => r.hash);
-    const added: string[] = [];
     const rev = h.rev + 1;
-    // Deletes first, so a name that moves between records within the change is free.
-    for (const c of changes) await q.query('DELETE FROM gatewayd_record WHERE kind = $1 AND id = $2', [c.kind, c.id]);
-    for (const c of changes) {
-      if (!c.doc) continue;
-      const text = canonicalJson(c.doc);
-      const hash = recordHash(c.kind, c.id, text);
-      added.push(hash);
-      await q.query('INSERT INTO gatewayd_record (kind, id, name, doc, hash, rev) VALUES ($1, $2, $3, $4, $5, $6)', [c.kind, c.id, uniqueNameOf(c), text, hash, rev]);
-    }
-    const digest = moveDigest(h.digest, removed, added);
-    const row: LogRow = { rev, digest, changes };
-    await q.query('INSERT INTO gatewayd_log (rev, digest, changes) VALUES ($1, $2, $3)', [rev, digest, JSON.stringify(changes)]);
-    await q.query('UPDATE gatewayd_head SET rev = $1, digest = $2 WHERE id = 1', [rev, digest]);
+    const kept = changes.filter((c) => c.doc);
+    const texts = kept.map((c) => canonicalJson(c.doc));
+    const hashes = kept.map((c, i) => recordHash(c.kind, c.id, texts[i]!));
+    const digest = moveDigest(h.digest, old.rows.map((r) => r.hash), hashes);
+    await q.query(
+      `WITH ins AS (
+         INSERT INTO gatewayd_record (kind, id, name, doc, hash, rev)
+         SELECT kind, id, name, doc, hash, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS c(kind, id, name, doc, hash)
+       ), lg AS (
+         INSERT INTO gatewayd_log (rev, digest, changes) VALUES ($6, $7, $8)
+       ), hd AS (
+         UPDATE gatewayd_head SET rev = $6, digest = $7 WHERE id = 1
+       )
+       SELECT pg_notify('${NOTIFY_CHANNEL}', $6::text)`,
+      [kept.map((c) => c.kind), kept.map((c) => c.id), kept.map((c) => uniqueNameOf(c)), texts, hashes, rev, digest, JSON.stringify(changes)],
+    );
     if (rev % 100 === 0) await q.query('DELETE FROM gatewayd_log WHERE rev <= $1', [rev - deps.logRetention]);
-    await q.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, String(rev)]);
-    return row;
+    return { rev, digest, changes };
   }
 
   return {

@@ -154,9 +154,10 @@ export function createSiteReplica(options: ReplicaOptions) {
     current,
 
     /**
-     * Applies the next row of the site's log in one transaction. `emitEvents: false` for the
-     * row this gateway wrote itself (its services raised the events already). `local`: changes
-     * of this gateway's own records made by the same write.
+     * Applies the next row of the site's log in one transaction and raises its access events
+     * (on the gateway that wrote it too: a site's events say whether a grant was lost, which the
+     * services' own cannot; src/site/index.ts keeps theirs out). `emitEvents: false`: a row that
+     * seeds an empty site. `local`: changes of this gateway's own records made by the same write.
      */
     applyRow(row: LogRow, epoch: string, opts: { emitEvents?: boolean; local?: RecordChange[] } = {}): Promise<void> {
       return serialized(async () => {
@@ -238,7 +239,7 @@ export function createSiteReplica(options: ReplicaOptions) {
           const applied = applyInTxn(changes, false, ZERO_DIGEST);
           return accessChangesOf(applied.applied, applied.before, applied.after);
         });
-        void events; // the services that made the change raise its events
+        emit(events);
       });
     },
 

@@ -192,12 +192,17 @@ postgresql:
     patroni[i] = launch(m.name, '/usr/bin/patroni', [join(m.data, 'patroni.yml')]);
   };
 
-  async function rest<T>(i: number, path: string, init?: RequestInit): Promise<T> {
+  async function rest<T>(i: number, path: string, init?: RequestInit, timeoutMs = 2000): Promise<T> {
     const m = members[i]!;
-    const res = await fetch(`http://${m.host}:${m.rest}${path}`, { ...init, signal: AbortSignal.timeout(2000) });
+    const res = await fetch(`http://${m.host}:${m.rest}${path}`, { ...init, signal: AbortSignal.timeout(timeoutMs) });
     const text = await res.text();
     if (!res.ok) throw new Error(`${path}: ${res.status} ${text}`);
-    return (text ? JSON.parse(text) : null) as T;
+    // Most answers are JSON; /switchover answers a sentence ("Successfully switched over...").
+    try {
+      return (text ? JSON.parse(text) : null) as T;
+    } catch {
+      return text as T;
+    }
   }
   async function clusterMembers(): Promise<PatroniMember[]> {
     for (let i = 0; i < members.length; i++) {
@@ -287,7 +292,8 @@ postgresql:
       const leader = list.find((m) => m.role === 'leader');
       const candidate = list.find((m) => m.role === 'sync_standby' || m.role === 'replica');
       if (!leader || !candidate) throw new Error(`no switchover possible: ${JSON.stringify(list)}`);
-      await rest(boxOf(leader.name), '/switchover', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ leader: leader.name, candidate: candidate.name }) });
+      // Answered once the candidate leads (or the switchover failed).
+      await rest(boxOf(leader.name), '/switchover', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ leader: leader.name, candidate: candidate.name }) }, 60_000);
       return boxOf(candidate.name);
     },
     async sql(text, params) {

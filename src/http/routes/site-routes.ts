@@ -12,9 +12,10 @@ export function siteRoutes(deps: { site: Site | undefined }): RouteModule {
     return site.feed;
   };
   return (r) => {
-    r.get('/api/site', (_req, res) => {
+    r.get('/api/site', (req, res) => {
       if (!site) throw new NotImplementedError('this gateway is not part of a site (site.role)');
-      res.json(site.status());
+      const status = site.status();
+      res.json(req.query.verify === 'true' ? { ...status, recomputedDigest: site.recomputeDigest() } : status);
     });
     r.post('/api/site/join-tokens', async (req, res) => {
       const feed = feedOrThrow();
