@@ -3,38 +3,23 @@
 // of the site, and the site refuses the name). It signs in whatever the link does — with
 // `offline: denyAfter` too, when the site's users are refused. Its password comes as the first
 // admin's does: auth.adminPassword, else a random one in <data>/initial-admin-password.
-import { join } from 'node:path';
-import { ADMIN_PERMISSIONS, generatePassword, INITIAL_ADMIN_PASSWORD_FILE } from '../auth/bootstrap-admin.js';
-import { checkPasswordPolicy } from '../auth/policy.js';
-import { ConfigError, type GatewayConfig } from '../config/index.js';
-import { AppError } from '../errors/errors.js';
+import { ADMIN_PERMISSIONS, generatePassword, givenAdminPassword, writeInitialPassword } from '../auth/bootstrap-admin.js';
+import type { GatewayConfig } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 import type { RoleService } from '../roles/role-service.js';
 import type { IdentityWriter } from '../store/identity-writer.js';
-import { writeFileAtomic } from '../store/write-file-atomic.js';
 import type { UserService } from '../users/user-service.js';
 import { BREAK_GLASS_NAME } from './central-writer.js';
 
 export async function bootstrapBreakGlass(deps: { users: UserService; roles: RoleService; identity: IdentityWriter; config: GatewayConfig; log: Logger }): Promise<void> {
   const { users, roles, identity, config, log } = deps;
   if (users.findByUsername(BREAK_GLASS_NAME) && roles.list({ name: BREAK_GLASS_NAME })[0]) return;
-  const given = config.auth.adminPassword;
-  if (given) {
-    try {
-      checkPasswordPolicy(config.policy.password, given);
-    } catch (err) {
-      throw new ConfigError('auth.adminPassword', err instanceof AppError ? err.message : String(err));
-    }
-  }
+  const given = givenAdminPassword(config);
   await identity.local(async () => {
     const role = roles.list({ name: BREAK_GLASS_NAME })[0] ?? (await roles.create({ name: BREAK_GLASS_NAME, isShared: true, permissions: ADMIN_PERMISSIONS }));
     if (users.findByUsername(BREAK_GLASS_NAME)) return;
     const password = given || generatePassword(config.policy.password);
-    if (!given) {
-      const file = join(config.dataDir, INITIAL_ADMIN_PASSWORD_FILE);
-      writeFileAtomic(file, password + '\n', 0o600);
-      log.info('initial break-glass password written', { file, username: BREAK_GLASS_NAME });
-    }
+    if (!given) writeInitialPassword(config, log, password, BREAK_GLASS_NAME);
     await users.create({ username: BREAK_GLASS_NAME, password, identityProvider: 'local', roles: [role.id] }, { systemUser: true });
   });
 }

@@ -110,7 +110,8 @@ export function createCentralSync(deps: { authority: PgAuthority; replica: SiteR
         sleeping = setTimeout(resolve, backoffMs);
       });
       wake = undefined;
-      backoffMs = Math.min(2000, backoffMs * 2);
+      // At most a second: a promoted standby is followed within about a second of its promotion.
+      backoffMs = Math.min(1000, backoffMs * 2);
     }
   }
 

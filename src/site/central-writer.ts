@@ -1,8 +1,9 @@
-// How a central writes identity changes (docs/design.md §16): under the site's lock in
-// PostgreSQL, after its replica caught up with the site, the services' function runs as a dry
-// run against the replica (their checks see exactly what the site holds); the records it
-// changed become the next revision in the same PostgreSQL transaction; once committed, the
-// replica applies that row like any other. When PostgreSQL cannot be written, changes of the
+// How a central writes identity changes (docs/design.md §16): the services' function runs as a
+// dry run against the replica, which under the site's lock in PostgreSQL is checked to be the
+// site's latest revision (else it catches up and the dry run is made again), so the services'
+// checks decide on exactly what the site holds; the records it changed become the next revision
+// in the same PostgreSQL transaction; once committed, the replica applies that row like any
+// other. When PostgreSQL cannot be written, changes of the
 // site answer 503 with Retry-After, and only this gateway's own records (session tokens issued
 // meanwhile) can change.
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -41,6 +42,16 @@ export function classifyChanges(changes: RecordChange[], replica: SiteReplica, n
   return { site, local };
 }
 
+/** The writer of a site's gateway, from how it writes a change. */
+export function siteWriter(write: <T>(fn: (docs: Database<Record<string, unknown>, IndexKey>) => T) => Promise<T>, scope: AsyncLocalStorage<'local'>, replica: SiteReplica): SiteIdentityWriter {
+  return {
+    transaction: (fn) => write(() => fn()),
+    transactionWithDocs: (fn) => write(fn),
+    local: (body) => scope.run('local', body),
+    isSiteRecord: (kind, id) => replica.isSiteRecord(kind, id),
+  };
+}
+
 function refuseReservedNames(changes: RecordChange[]): void {
   for (const c of changes) {
     if (!c.doc) continue;
@@ -66,17 +77,26 @@ export function createCentralWriter(deps: { store: Store; replica: SiteReplica; 
     if (newRecordsAre === 'local') return localOnly();
     try {
       return await sync.exclusive(async () => {
+        // The dry run first, outside the site's lock: when no other central wrote meanwhile
+        // (the common case), it is what the change does, and the lock is held only for
+        // PostgreSQL's part. Otherwise the replica catches up and the dry run is made again.
+        const at = replica.state();
+        // Speculative: a refusal here may come from a replica a change behind, so it is decided
+        // again under the lock (where the same function throws again if it must).
+        let captured = await captureChanges(store, deps.docs(), fn).catch(() => undefined);
         let committed: { row: LogRow; epoch: string } | undefined;
         let local: RecordChange[] = [];
         const result = await authority.withWriteLock(async (session) => {
-          await sync.catchUp(session);
-          const captured = await captureChanges(store, deps.docs(), fn);
+          const head = await session.head();
+          if (!captured || !at || at.epoch !== head.epoch || at.rev !== head.rev || at.digest !== head.digest) {
+            await sync.catchUp(session);
+            captured = await captureChanges(store, deps.docs(), fn);
+          }
           const parts = classifyChanges(captured.changes, replica, 'site');
           local = parts.local;
           if (parts.site.length) {
             refuseReservedNames(parts.site);
-            const head = await session.head();
-            committed = { row: await session.append(parts.site, head), epoch: session.epoch };
+            committed = { row: await session.append(parts.site, await session.head()), epoch: session.epoch };
           }
           return captured.result;
         });
@@ -99,10 +119,5 @@ export function createCentralWriter(deps: { store: Store; replica: SiteReplica; 
     }
   }
 
-  return {
-    transaction: (fn) => write(() => fn()),
-    transactionWithDocs: (fn) => write(fn),
-    local: (body) => scope.run('local', body),
-    isSiteRecord: (kind, id) => replica.isSiteRecord(kind, id),
-  };
+  return siteWriter(write, scope, replica);
 }

@@ -7,7 +7,7 @@ import type { Database } from 'lmdb';
 import { LockedError } from '../errors/errors.js';
 import type { IndexKey, Store } from '../store/index.js';
 import { captureChanges } from './capture.js';
-import { classifyChanges, type SiteIdentityWriter } from './central-writer.js';
+import { classifyChanges, siteWriter, type SiteIdentityWriter } from './central-writer.js';
 import type { SiteReplica } from './replica.js';
 
 export function createEdgeWriter(deps: { store: Store; replica: SiteReplica; docs: () => Database<Record<string, unknown>, IndexKey>; centrals: string[] }): SiteIdentityWriter {
@@ -26,10 +26,5 @@ export function createEdgeWriter(deps: { store: Store; replica: SiteReplica; doc
     return result;
   }
 
-  return {
-    transaction: (fn) => write(() => fn()),
-    transactionWithDocs: (fn) => write(fn),
-    local: (body) => scope.run('local', body),
-    isSiteRecord: (kind, id) => replica.isSiteRecord(kind, id),
-  };
+  return siteWriter(write, scope, replica);
 }

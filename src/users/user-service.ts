@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { GatewayConfig } from '../config/index.js';
-import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from '../errors/errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, LockedError, NotFoundError, ServiceUnavailableError, UnauthorizedError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 import type { Actor, GrantGuard } from '../permissions/grant-guard.js';
 import type { PermissionEngine } from '../permissions/permission-engine.js';
@@ -92,6 +92,10 @@ export interface UserServiceDeps {
 }
 
 const AUTH_CACHE_ENTRIES = 10_000;
+
+/** kv key of the last OTP step accepted on this gateway while a site's records could not change. */
+const localOtpStepKey = (userId: string) => ['mfa-step', userId];
+const canonicalMfa = (mfa: Partial<UserRecord['mfa']>) => JSON.stringify([mfa.enrolled, mfa.sealedSecret, mfa.backupCodeHashes, mfa.lastOtpStep]);
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
@@ -479,12 +483,32 @@ export function createUserService(deps: UserServiceDeps) {
      * result. Checks such as consuming a backup code are thereby atomic.
      */
     async updateMfa<T>(id: string, fn: (user: UserRecord) => { mfa?: UserRecord['mfa']; result: T }): Promise<T> {
-      return identity.transaction(() => {
-        const user = getOrThrow(id);
-        const { mfa, result } = fn(user);
-        if (mfa) store.users.put(id, { ...user, mfa, updatedAt: nowIso() });
-        return result;
-      });
+      // The last OTP step this gateway accepted while the site's records could not change (below).
+      const withLocalStep = (user: UserRecord): UserRecord => {
+        const step = store.kv.get(localOtpStepKey(id)) as number | undefined;
+        return step !== undefined && (user.mfa.lastOtpStep ?? -1) < step ? { ...user, mfa: { ...user.mfa, lastOtpStep: step } } : user;
+      };
+      let outcome: { mfa?: UserRecord['mfa']; result: T } | undefined;
+      let seen: UserRecord | undefined;
+      try {
+        return await identity.transaction(() => {
+          const user = withLocalStep(getOrThrow(id));
+          seen = user;
+          outcome = fn(user);
+          if (outcome.mfa) store.users.put(id, { ...user, mfa: outcome.mfa, updatedAt: nowIso() });
+          return outcome.result;
+        });
+      } catch (err) {
+        // A site's gateway that cannot change the site's records now (an edge; a central whose
+        // authority is away): an OTP accepted here is remembered here, so it is still never
+        // accepted twice on this gateway, and the login goes on. Anything more (a backup code
+        // used, enrolment) waits for the site.
+        const stepOnly = outcome?.mfa && seen && canonicalMfa({ ...outcome.mfa, lastOtpStep: undefined }) === canonicalMfa({ ...seen.mfa, lastOtpStep: undefined });
+        if (!(err instanceof LockedError || err instanceof ServiceUnavailableError) || !stepOnly || outcome!.mfa!.lastOtpStep === undefined) throw err;
+        const step = outcome!.mfa!.lastOtpStep;
+        await store.transaction(() => store.kv.put(localOtpStepKey(id), step));
+        return outcome!.result;
+      }
     },
 
     /**

@@ -19,6 +19,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { liveGroups, systemUserIds } from './system-processes.js';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -57,23 +58,8 @@ export interface PgCluster {
   destroy(): Promise<void>;
 }
 
-const liveGroups = new Set<number>();
-process.once('exit', () => {
-  for (const pid of liveGroups) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {}
-  }
-});
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function postgresIds(): { uid: number; gid: number } {
-  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
-  if (!line) throw new Error('user postgres not found (apt-get install postgresql-15)');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
 
 /** A port free on `host` (bound there on port 0, released). */
 export function freePortOn(host: string): Promise<number> {
@@ -101,10 +87,14 @@ function childrenOf(ppid: number): number[] {
   return out;
 }
 
-export async function startPgCluster(options: { boxes?: string[]; etcdBoxes?: string[] } = {}): Promise<PgCluster> {
+/**
+ * `standbys: false`: resolves once the primary serves the site's database; the standbys come up
+ * meanwhile (a test that needs one waits with waitStandbys).
+ */
+export async function startPgCluster(options: { boxes?: string[]; etcdBoxes?: string[]; standbys?: boolean } = {}): Promise<PgCluster> {
   const boxes = options.boxes ?? ['127.0.1.1', '127.0.1.2'];
   const etcdBoxes = options.etcdBoxes ?? ['127.0.1.1', '127.0.1.2', '127.0.1.3'];
-  const ids = postgresIds();
+  const ids = systemUserIds('postgres', 'postgresql-15');
   const dir = mkdtempSync(join(tmpdir(), 'gatewayd-pg-'));
   chownSync(dir, ids.uid, ids.gid);
   const own = (path: string) => chownSync(path, ids.uid, ids.gid);
@@ -262,19 +252,7 @@ postgresql:
       throw new Error(`fewer than ${count} standbys within ${timeoutMs} ms: ${JSON.stringify(await clusterMembers())}\n${[...outputs.entries()].map(([k, v]) => `--- ${k}\n${v.slice(-3000)}`).join('\n')}`);
     },
     killBox(i) {
-      const m = members[i]!;
-      const pids: number[] = [];
-      if (patroni[i]?.pid && patroni[i]!.exitCode === null) pids.push(patroni[i]!.pid!);
-      const pidFile = join(m.data, 'data', 'postmaster.pid');
-      if (existsSync(pidFile)) {
-        const postmaster = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-        if (postmaster > 0) pids.push(postmaster, ...childrenOf(postmaster));
-      }
-      for (const pid of pids) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {}
-      }
+      signalBox(i, 'SIGKILL');
     },
     stopBox(i) {
       signalBox(i, 'SIGSTOP');
@@ -307,14 +285,16 @@ postgresql:
     },
     log: (i) => outputs.get(members[i]!.name) ?? '',
     async destroy() {
-      for (const child of children) {
-        if (child.exitCode !== null || child.signalCode !== null) continue;
-        try {
-          process.kill(-child.pid!, 'SIGCONT');
-          process.kill(-child.pid!, 'SIGTERM');
-        } catch {}
-      }
-      await Promise.race([Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('exit', r))))), sleep(15_000)]);
+      // Everything goes with its temp dir: no clean shutdown to wait for.
+      await Promise.all(
+        children.map((child) => {
+          if (child.exitCode !== null || child.signalCode !== null) return undefined;
+          try {
+            process.kill(-child.pid!, 'SIGKILL');
+          } catch {}
+          return Promise.race([new Promise((r) => child.once('exit', r)), sleep(5000)]);
+        }),
+      );
       for (let i = 0; i < members.length; i++) kit.killBox(i);
       for (const child of children) {
         try {
@@ -326,14 +306,21 @@ postgresql:
     },
   };
 
+  /** Box i's Patroni (while it runs) and PostgreSQL processes, by pid: never a pid reused by another program. */
   function signalBox(i: number, signal: NodeJS.Signals): void {
     const m = members[i]!;
     const pids: number[] = [];
-    if (patroni[i]?.pid) pids.push(patroni[i]!.pid!);
+    const p = patroni[i];
+    if (p?.pid && p.exitCode === null && p.signalCode === null) pids.push(p.pid);
     const pidFile = join(m.data, 'data', 'postmaster.pid');
     if (existsSync(pidFile)) {
       const postmaster = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-      if (postmaster > 0) pids.push(postmaster, ...childrenOf(postmaster));
+      // A stale pid file (the postmaster killed before) names a pid that may be another's now.
+      let ours = false;
+      try {
+        ours = postmaster > 0 && readFileSync(`/proc/${postmaster}/cmdline`, 'utf8').includes(join(m.data, 'data'));
+      } catch {}
+      if (ours) pids.push(postmaster, ...childrenOf(postmaster));
     }
     for (const pid of pids) {
       try {
@@ -350,7 +337,7 @@ postgresql:
     await kit.sql(`CREATE ROLE ${app.user} LOGIN PASSWORD '${app.password}'`);
     await kit.sql(`GRANT pg_monitor TO ${app.user}`);
     await kit.sql(`CREATE DATABASE ${app.database} OWNER ${app.user}`);
-    await kit.waitStandbys(members.length - 1, 90_000);
+    if (options.standbys !== false) await kit.waitStandbys(members.length - 1, 90_000);
   } catch (err) {
     await kit.destroy();
     throw err;

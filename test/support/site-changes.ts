@@ -85,7 +85,7 @@ export async function randomChanges(opts: { centrals: SiteNode[]; total: number;
       return res;
     },
     async () => {
-      const res = await send('POST', '/api/roles', { name: `conv-role-${opts.seed}-${made++}`, permissions: [grant()] });
+      const res = await send('POST', '/api/roles', { name: `conv-role-${opts.seed}-${made++}`, isShared: true, permissions: [grant()] });
       if (res.status === 201) roles.push(res.body.id);
       return res;
     },
@@ -108,7 +108,7 @@ export async function randomChanges(opts: { centrals: SiteNode[]; total: number;
     async () => {
       const u = pick(users);
       if (!u) return undefined;
-      const password = `Pw-${Math.floor(random() * 1e9)}a`;
+      const password = `Pw-${Math.floor(random() * 1e9)}-Changed`;
       const res = await send('PUT', `/api/users/${u.id}`, { password });
       if (res.status === 200) u.password = password;
       return res;
@@ -129,6 +129,7 @@ export async function randomChanges(opts: { centrals: SiteNode[]; total: number;
       const res = await pick(ops)!();
       if (!res) continue;
       run.statuses[res.status] = (run.statuses[res.status] ?? 0) + 1;
+      if (res.status >= 400 && process.env.SITE_CHANGES_DEBUG) console.log('refused', res.status, JSON.stringify(res.body).slice(0, 160));
       if (res.status >= 300 || done >= opts.total) continue;
       done++;
       opts.onProgress?.(done);
