@@ -4,6 +4,7 @@
 // of the same central catches up the same way under the site's lock before each change, so it
 // decides on what the site holds; both run under one mutex, one step at a time.
 import type { Logger } from '../log/index.js';
+import { oneAtATime } from './one-at-a-time.js';
 import type { PgAuthority } from './pg-authority.js';
 import { ReplicaRefusal, type SiteReplica } from './replica.js';
 import type { LogRow, SiteHead, SiteSnapshot } from './site-records.js';
@@ -30,13 +31,8 @@ export function createCentralSync(deps: { authority: PgAuthority; replica: SiteR
   const { authority, replica, log } = deps;
   const now = deps.now ?? Date.now;
   const status: CentralSyncStatus = { following: false, lastContactAt: 0, resyncs: 0, applied: 0 };
-  let queue: Promise<unknown> = Promise.resolve();
   /** One catch-up or one write at a time (see the header). */
-  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
-    const run = queue.then(fn, fn);
-    queue = run.catch(() => undefined);
-    return run;
-  };
+  const exclusive = oneAtATime();
 
   async function resync(source: SyncSource, why: string): Promise<void> {
     const snapshot = await source.snapshot();

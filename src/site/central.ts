@@ -8,6 +8,7 @@ import type { Logger } from '../log/index.js';
 import type { IndexKey, Store } from '../store/index.js';
 import { createCentralSync } from './central-sync.js';
 import { createCentralWriter } from './central-writer.js';
+import { dropLocalIdentity } from './edge-join.js';
 import { createPgAuthority, type SiteSecrets } from './pg-authority.js';
 import { AuthorityUnavailableError, parsePgHost, type PgSettings } from './pg-connection.js';
 import type { SiteReplica } from './replica.js';
@@ -66,6 +67,11 @@ export function createCentral(deps: {
       let seed: { row: Awaited<ReturnType<import('./pg-authority.js').WriteSession['append']>>; epoch: string } | undefined;
       await authority.withWriteLock(async (session) => {
         const head = await session.head();
+        if (head.rev > 0 && !replica.state()) {
+          // A site that has users already: they replace this gateway's own.
+          const dropped = await dropLocalIdentity(store, replica, false);
+          if (dropped) log.warn('this gateway\'s own users, roles and tokens were replaced by the site\'s', { records: dropped });
+        }
         const local = head.rev === 0 && !replica.state() ? localRecords() : [];
         if (local.length === 0) return sync.catchUp(session);
         // An empty site and a gateway that has users: they become the site's.

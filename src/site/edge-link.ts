@@ -4,15 +4,14 @@
 // behind the edge is skipped, never followed backwards. The edge never needs the link to run:
 // it decides from its replica, and the link only brings it up to date.
 import type { Logger } from '../log/index.js';
-import type { Store, UserRecord, RoleRecord, TokenRecord } from '../store/index.js';
-import { BREAK_GLASS_NAME } from './central-writer.js';
+import type { Store } from '../store/index.js';
+import { joinSite, JoinError } from './edge-join.js';
 import { ReplicaRefusal, type SiteReplica } from './replica.js';
 import type { SiteClient, SiteResponse } from './site-client.js';
-import { EDGE_HEADER, parseJoinToken, type ChangesAnswer } from './site-feed.js';
+import { EDGE_HEADER, type ChangesAnswer } from './site-feed.js';
 import type { siteFiles, EdgeJoinState } from './site-files.js';
-import type { RecordChange, SiteSnapshot } from './site-records.js';
-import { createSiteVerifier, keyFingerprint, SIGNATURE_HEADER, type SiteVerifier } from './signing.js';
-import { createPublicKey } from 'node:crypto';
+import type { SiteSnapshot } from './site-records.js';
+import { createSiteVerifier, SIGNATURE_HEADER, type SiteVerifier } from './signing.js';
 
 export type EdgePhase = 'unjoined' | 'syncing' | 'following' | 'offline' | 'refused';
 
@@ -77,53 +76,21 @@ export function createEdgeLink(deps: {
     return res.body;
   }
 
-  /** This edge's records of a life before the site (all but its break-glass administrator) go. */
-  async function dropLocalIdentity(): Promise<void> {
-    const changes: RecordChange[] = [];
-    const keep = new Set<string>();
-    for (const { value: u } of store.users.getRange() as Iterable<{ value: UserRecord }>) {
-      if (u.username === BREAK_GLASS_NAME) {
-        keep.add(u.id);
-        keep.add(u.privateRoleId);
-      } else changes.push({ kind: 'user', id: u.id, doc: null });
-    }
-    for (const { value: r } of store.roles.getRange() as Iterable<{ value: RoleRecord }>) {
-      if (r.name !== BREAK_GLASS_NAME && !keep.has(r.id)) changes.push({ kind: 'role', id: r.id, doc: null });
-    }
-    for (const { value: t } of store.tokens.getRange() as Iterable<{ value: TokenRecord }>) {
-      if (!keep.has(t.userId)) changes.push({ kind: 'token', id: t.fingerprint, doc: null });
-    }
-    await replica.forget();
-    if (changes.length) await replica.applyLocal(changes);
-  }
-
   async function join(): Promise<void> {
     const token = deps.joinToken();
     if (!token) throw new Error('not joined to a site yet: set site.joinToken (or site.joinTokenFile)');
-    const { fingerprint } = parseJoinToken(token);
-    const res = await client.request('/api/site/join', { method: 'POST', body: { token, name: deps.name }, timeoutMs: 15_000 });
-    if (res.status !== 201) {
-      if (res.status === 401 || res.status === 400) status.phase = 'refused';
-      throw new Error(`join refused by ${res.url}: ${res.status} ${res.body.toString('utf8').slice(0, 200)}`);
+    try {
+      const done = await joinSite({ store, replica, client, token, name: deps.name, now: now() });
+      joined = done.joined;
+      files.saveEdge(joined);
+      verifier = done.verifier;
+      needSnapshot = true;
+      noteContact(done.central);
+      log.info('joined the site', { siteId: joined.siteId, edgeId: joined.edgeId, central: done.central });
+    } catch (err) {
+      if (err instanceof JoinError && err.refused) status.phase = 'refused';
+      throw err;
     }
-    const answer = JSON.parse(res.body.toString('utf8')) as { siteId: string; edgeId: string; secret: string; publicKey: string; mfaKey: string };
-    // The key the token pinned, or nothing: a central (or a man in the middle) with another key is refused.
-    const v = createSiteVerifier(answer.publicKey, fingerprint);
-    await dropLocalIdentity();
-    joined = {
-      siteId: answer.siteId,
-      publicKeyPem: answer.publicKey,
-      fingerprint: keyFingerprint(createPublicKey(answer.publicKey)),
-      edgeId: answer.edgeId,
-      credential: answer.secret,
-      mfaKeyHex: answer.mfaKey,
-      joinedAt: new Date(now()).toISOString(),
-    };
-    files.saveEdge(joined);
-    verifier = v;
-    needSnapshot = true;
-    noteContact(res.url);
-    log.info('joined the site', { siteId: joined.siteId, edgeId: joined.edgeId, central: res.url });
   }
 
   async function loadSnapshot(): Promise<void> {

@@ -3,12 +3,13 @@
 // decides from it. A gateway without a `site` role is not touched by any of this.
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import type { Database } from 'lmdb';
 import type { AccessEvents } from '../auth/access-events.js';
 import { ConfigError, type GatewayConfig } from '../config/index.js';
 import type { Part } from '../daemon.js';
 import type { Logger } from '../log/index.js';
-import type { IndexKey, Store } from '../store/index.js';
+import type { Store } from '../store/index.js';
+import { ADMIN_ROLE_NAME } from '../auth/bootstrap-admin.js';
+import { ADMIN_ROLE_ID_KEY } from '../permissions/grant-guard.js';
 import { createCentral } from './central.js';
 import type { SiteIdentityWriter } from './central-writer.js';
 import { createEdge } from './edge.js';
@@ -84,9 +85,13 @@ export function createSite(deps: { config: GatewayConfig; store: Store; events: 
   if (site.role === 'none') return undefined;
   const log = deps.log.child({ part: 'site' });
   const replica = createSiteReplica({ store, events, keepLog: site.role === 'central' ? Math.min(site.logRetention, 10_000) : 0 });
-  let docs: Database<Record<string, unknown>, IndexKey> = store.openDatabase('site-docs', { keyEncoding: 'ordered-binary' });
-  store.onReopen(() => void (docs = store.openDatabase('site-docs', { keyEncoding: 'ordered-binary' })));
   const files = siteFiles(config.dataDir);
+  // The site's `admin` role is the root of delegation here too (docs/design.md §13), whatever
+  // this gateway's own was before it joined.
+  replica.onApplied(() => {
+    const id = store.roleNames.get(ADMIN_ROLE_NAME);
+    if (id && replica.isSiteRecord('role', id) && store.meta.get(ADMIN_ROLE_ID_KEY) !== id) store.meta.put(ADMIN_ROLE_ID_KEY, id).catch((err: unknown) => store.noteWriteFailure(err));
+  });
   const base = () => {
     const s = replica.state();
     return s ? { siteId: s.siteId, epoch: s.epoch, revision: s.rev, digest: s.digest } : {};
@@ -99,7 +104,7 @@ export function createSite(deps: { config: GatewayConfig; store: Store; events: 
       pgPassword: secretFrom(site.postgres.password, site.postgres.passwordFile, 'site.postgres.passwordFile'),
       store,
       replica,
-      docs: () => docs,
+      docs: replica.docsTable,
       files,
       localMfaKey: deps.localMfaKey,
       log,
@@ -130,7 +135,7 @@ export function createSite(deps: { config: GatewayConfig; store: Store; events: 
     joinToken: () => secretFrom(site.joinToken, site.joinTokenFile, 'site.joinTokenFile'),
     store,
     replica,
-    docs: () => docs,
+    docs: replica.docsTable,
     files,
     events,
     log,

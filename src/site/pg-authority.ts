@@ -4,12 +4,13 @@
 // a doorbell only, followers poll behind it. Centrals are the only clients; edges never reach
 // PostgreSQL.
 import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
-import type { Client } from 'pg';
 import { AppError, ConflictError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
+import { oneAtATime } from './one-at-a-time.js';
 import { AuthorityUnavailableError, createPrimaryConnector, type PgSettings, type PrimaryConnection } from './pg-connection.js';
-import { SCHEMA_SQL, SITE_LOCK_KEY } from './pg-schema.js';
-import { canonicalJson, moveDigest, recordHash, uniqueNameOf, ZERO_DIGEST, type LogRow, type RecordChange, type SiteHead, type SiteKind, type SiteSnapshot } from './site-records.js';
+import { NOTIFY_CHANNEL, SCHEMA_SQL, SITE_LOCK_KEY } from './pg-schema.js';
+import { append, head, rowsSince, snapshot } from './pg-statements.js';
+import { ZERO_DIGEST, type LogRow, type RecordChange, type SiteHead, type SiteSnapshot } from './site-records.js';
 
 /** What every central of a site shares, kept in PostgreSQL (created by the first central). */
 export interface SiteSecrets {
@@ -29,7 +30,6 @@ export interface WriteSession {
   append(changes: RecordChange[], head: SiteHead): Promise<LogRow>;
 }
 
-export const NOTIFY_CHANNEL = 'gatewayd_site';
 const SESSION_SETTINGS = [
   // A central that hangs inside a change (SIGSTOP) must not hold the site's lock for good.
   'SET idle_in_transaction_session_timeout = 5000',
@@ -48,15 +48,12 @@ async function withConnectionSettings(conn: PrimaryConnection): Promise<PrimaryC
   return conn;
 }
 
-function rowsOf(raw: { rev: string; digest: string; changes: string }[]): LogRow[] {
-  return raw.map((r) => ({ rev: Number(r.rev), digest: r.digest, changes: JSON.parse(r.changes) as RecordChange[] }));
-}
-
 export function createPgAuthority(deps: { settings: PgSettings; log: Logger; logRetention: number }) {
   const { settings, log } = deps;
   const connector = createPrimaryConnector(settings, 'gatewayd');
   let writer: PrimaryConnection | undefined;
-  let queue: Promise<unknown> = Promise.resolve();
+  /** One change at a time from this process (the site's lock orders the centrals). */
+  const serialized = oneAtATime();
 
   async function writerConnection(): Promise<PrimaryConnection> {
     if (writer && !writer.broken) return writer;
@@ -66,30 +63,11 @@ export function createPgAuthority(deps: { settings: PgSettings; log: Logger; log
     return writer;
   }
 
-  async function head(client: Client, epoch: string): Promise<SiteHead> {
-    const r = await client.query<{ rev: string; digest: string }>('SELECT rev, digest FROM gatewayd_head WHERE id = 1');
-    const row = r.rows[0];
-    return { epoch, rev: row ? Number(row.rev) : 0, digest: row?.digest ?? ZERO_DIGEST };
-  }
-
-  async function rowsSince(client: Client, rev: number, limit: number): Promise<LogRow[] | 'gap'> {
-    const r = await client.query<{ rev: string; digest: string; changes: string }>('SELECT rev, digest, changes FROM gatewayd_log WHERE rev > $1 ORDER BY rev LIMIT $2', [rev, limit]);
-    const rows = rowsOf(r.rows);
-    if (rows.length && rows[0]!.rev !== rev + 1) return 'gap';
-    return rows;
-  }
-
-  async function snapshot(client: Client, epoch: string, siteId: string): Promise<SiteSnapshot> {
-    const h = await head(client, epoch);
-    const r = await client.query<{ kind: SiteKind; id: string; doc: string }>('SELECT kind, id, doc FROM gatewayd_record ORDER BY kind, id');
-    return { ...h, siteId, records: r.rows.map((x) => ({ kind: x.kind, id: x.id, doc: JSON.parse(x.doc) as Record<string, unknown> })) };
-  }
-
   let secrets: SiteSecrets | undefined;
 
   /** Runs body in one transaction holding the site's lock; one at a time per process. */
   function withWriteLock<T>(body: (session: WriteSession) => Promise<T>): Promise<T> {
-    const run = queue.then(async () => {
+    return serialized(async () => {
       const conn = await writerConnection();
       const q = conn.client;
       try {
@@ -104,7 +82,7 @@ export function createPgAuthority(deps: { settings: PgSettings; log: Logger; log
           rowsSince: (rev, limit) => rowsSince(q, rev, limit),
           snapshot: () => snapshot(q, conn.epoch, secrets!.siteId),
           append: async (changes, h) => {
-            const row = await append(q, changes, h);
+            const row = await append(q, changes, h, deps.logRetention);
             current = { epoch: conn.epoch, rev: row.rev, digest: row.digest };
             return row;
           },
@@ -126,35 +104,6 @@ export function createPgAuthority(deps: { settings: PgSettings; log: Logger; log
         throw err;
       }
     });
-    queue = run.catch(() => undefined);
-    return run;
-  }
-
-  /** The next revision in two round trips: the changed records out (their hashes back), then everything else in one statement. */
-  async function append(q: Client, changes: RecordChange[], h: SiteHead): Promise<LogRow> {
-    const old = await q.query<{ hash: string }>(
-      'DELETE FROM gatewayd_record r USING unnest($1::text[], $2::text[]) AS c(kind, id) WHERE r.kind = c.kind AND r.id = c.id RETURNING r.hash',
-      [changes.map((c) => c.kind), changes.map((c) => c.id)],
-    );
-    const rev = h.rev + 1;
-    const kept = changes.filter((c) => c.doc);
-    const texts = kept.map((c) => canonicalJson(c.doc));
-    const hashes = kept.map((c, i) => recordHash(c.kind, c.id, texts[i]!));
-    const digest = moveDigest(h.digest, old.rows.map((r) => r.hash), hashes);
-    await q.query(
-      `WITH ins AS (
-         INSERT INTO gatewayd_record (kind, id, name, doc, hash, rev)
-         SELECT kind, id, name, doc, hash, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS c(kind, id, name, doc, hash)
-       ), lg AS (
-         INSERT INTO gatewayd_log (rev, digest, changes) VALUES ($6, $7, $8)
-       ), hd AS (
-         UPDATE gatewayd_head SET rev = $6, digest = $7 WHERE id = 1
-       )
-       SELECT pg_notify('${NOTIFY_CHANNEL}', $6::text)`,
-      [kept.map((c) => c.kind), kept.map((c) => c.id), kept.map((c) => uniqueNameOf(c)), texts, hashes, rev, digest, JSON.stringify(changes)],
-    );
-    if (rev % 100 === 0) await q.query('DELETE FROM gatewayd_log WHERE rev <= $1', [rev - deps.logRetention]);
-    return { rev, digest, changes };
   }
 
   return {
@@ -216,7 +165,7 @@ export function createPgAuthority(deps: { settings: PgSettings; log: Logger; log
     },
     secrets: () => secrets,
     async close(): Promise<void> {
-      await queue.catch(() => undefined);
+      await serialized(async () => undefined);
       await writer?.close();
       writer = undefined;
     },

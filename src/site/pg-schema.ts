@@ -5,6 +5,9 @@
 /** pg_advisory_xact_lock key of every change of the site ("gwsite" in ASCII). */
 export const SITE_LOCK_KEY = 113762735060069;
 
+/** The doorbell of a new revision (its payload: the revision). */
+export const NOTIFY_CHANNEL = 'gatewayd_site';
+
 export const SCHEMA_SQL = `
 CREATE TABLE IF NOT EXISTS gatewayd_site (key text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE IF NOT EXISTS gatewayd_head (id int PRIMARY KEY CHECK (id = 1), rev bigint NOT NULL, digest text NOT NULL);

@@ -4,11 +4,11 @@
 // revision, digest); a snapshot replaces them all in one transaction too. The replica checks
 // every step: the next revision only, the digest after it, no older revision of the same
 // epoch. What it cannot apply it refuses, and the caller resynchronises from a snapshot.
-import type { Database } from 'lmdb';
 import type { AccessChange, AccessEvents } from '../auth/access-events.js';
-import { prefixRange, type IndexKey, type RoleRecord, type Store, type TokenRecord, type UserRecord } from '../store/index.js';
-import { putRoleIndexed, putTokenIndexed, putUserIndexed, removeRoleIndexed, removeTokenIndexed, removeUserIndexed } from '../store/identity-indexes.js';
-import { accessChangesOf, type AppliedChange } from './change-events.js';
+import { prefixRange, type Store } from '../store/index.js';
+import { accessChangesOf } from './change-events.js';
+import { oneAtATime } from './one-at-a-time.js';
+import { createReplicaTables } from './replica-tables.js';
 import { canonicalJson, moveDigest, plainDoc, recordHash, ZERO_DIGEST, type LogRow, type RecordChange, type SiteHead, type SiteKind, type SiteSnapshot } from './site-records.js';
 
 /** Where the replica stands; absent until its first snapshot. */
@@ -40,96 +40,13 @@ export interface ReplicaOptions {
 
 export function createSiteReplica(options: ReplicaOptions) {
   const { store, events } = options;
-  let records!: Database<string, IndexKey>;
-  let docs!: Database<Record<string, unknown>, IndexKey>;
-  let rows!: Database<string, number>;
-  const open = () => {
-    records = store.openDatabase<string, IndexKey>('site-records', { keyEncoding: 'ordered-binary' });
-    docs = store.openDatabase<Record<string, unknown>, IndexKey>('site-docs', { keyEncoding: 'ordered-binary' });
-    rows = store.openDatabase<string, number>('site-log', { keyEncoding: 'ordered-binary' });
-  };
-  open();
-  // A restore brings its own replica (older, maybe of another epoch): the follower catches up.
-  store.onReopen(open);
+  const tables = createReplicaTables(store);
+  const { current, applyInTxn } = tables;
   const appliedListeners = new Set<(state: ReplicaState) => void>();
-  let queue: Promise<unknown> = Promise.resolve();
   /** One apply at a time: each reads the state the previous one left. */
-  const serialized = <T>(fn: () => Promise<T>): Promise<T> => {
-    const run = queue.then(fn, fn);
-    queue = run.catch(() => undefined);
-    return run;
-  };
+  const serialized = oneAtATime();
 
   const state = (): ReplicaState | undefined => store.meta.get(STATE_KEY) as ReplicaState | undefined;
-
-  function current(kind: SiteKind, id: string): Record<string, unknown> | undefined {
-    switch (kind) {
-      case 'user':
-        return store.users.get(id) as unknown as Record<string, unknown> | undefined;
-      case 'role':
-        return store.roles.get(id) as unknown as Record<string, unknown> | undefined;
-      case 'token':
-        return store.tokens.get(id) as unknown as Record<string, unknown> | undefined;
-      default:
-        return docs.get([kind, id]);
-    }
-  }
-
-  /** Removes a record and every index it fed. */
-  function remove(kind: SiteKind, id: string, prev: Record<string, unknown>): void {
-    if (kind === 'user') removeUserIndexed(store, prev as unknown as UserRecord);
-    else if (kind === 'role') removeRoleIndexed(store, prev as unknown as RoleRecord);
-    else if (kind === 'token') removeTokenIndexed(store, (prev as unknown as TokenRecord).userId, id);
-    else docs.remove([kind, id]);
-  }
-
-  /** Writes a record and every index it feeds (its previous version removed before). */
-  function put(kind: SiteKind, id: string, next: Record<string, unknown>): void {
-    if (kind === 'user') putUserIndexed(store, next as unknown as UserRecord);
-    else if (kind === 'role') putRoleIndexed(store, next as unknown as RoleRecord);
-    else if (kind === 'token') putTokenIndexed(store, next as unknown as TokenRecord);
-    else docs.put([kind, id], next);
-  }
-
-  const membersOf = (roleId: string): string[] => [...store.roleMembers.getKeys(prefixRange(roleId))].map((k) => String(k[1]));
-
-  /**
-   * Applies changes to the records inside the caller's transaction. `site`: they are the site's
-   * (their hashes move the digest); otherwise records of this gateway only. Returns what each
-   * change did, and the digest after.
-   */
-  function applyInTxn(changes: RecordChange[], site: boolean, digest: string): { applied: AppliedChange[]; digest: string; before: Map<string, string[]>; after: Map<string, string[]> } {
-    const applied: AppliedChange[] = [];
-    const before = new Map<string, string[]>();
-    for (const c of changes) if (c.kind === 'role') before.set(c.id, membersOf(c.id));
-    const removed: string[] = [];
-    const added: string[] = [];
-    // Every previous version out first, then every new one in: a change that moves a unique
-    // key (a username, a role name) from one record to another keeps the index right whatever
-    // the order of its records.
-    const prevs = changes.map((c) => current(c.kind, c.id));
-    changes.forEach((c, i) => {
-      const prev = prevs[i];
-      if (prev) remove(c.kind, c.id, prev);
-    });
-    changes.forEach((c, i) => {
-      const next = c.doc ? plainDoc(c.doc) : null;
-      if (next) put(c.kind, c.id, next);
-      if (site) {
-        const old = records.get([c.kind, c.id]);
-        if (old) removed.push(old);
-        if (next) {
-          const hash = recordHash(c.kind, c.id, canonicalJson(next));
-          records.put([c.kind, c.id], hash);
-          added.push(hash);
-        } else records.remove([c.kind, c.id]);
-      }
-      applied.push({ kind: c.kind, id: c.id, prev: prevs[i], next });
-    });
-    const after = new Map<string, string[]>();
-    for (const c of changes) if (c.kind === 'role') after.set(c.id, membersOf(c.id));
-    return { applied, digest: site ? moveDigest(digest, removed, added) : digest, before, after };
-  }
 
   function emit(changes: AccessChange[]): void {
     for (const change of changes) events.emit(change);
@@ -142,15 +59,17 @@ export function createSiteReplica(options: ReplicaOptions) {
 
   function pruneLog(rev: number): void {
     if (options.keepLog <= 0) return;
-    for (const key of rows.getKeys({ end: rev - options.keepLog + 1 })) rows.remove(key);
+    for (const key of tables.rows().getKeys({ end: rev - options.keepLog + 1 })) tables.rows().remove(key);
   }
 
   return {
     state,
-    isSiteRecord: (kind: SiteKind, id: string): boolean => records.get([kind, id]) !== undefined,
+    isSiteRecord: (kind: SiteKind, id: string): boolean => tables.records().get([kind, id]) !== undefined,
     /** A site document of a kind without a table of its own (edges, join tokens). */
-    doc: (kind: 'edge' | 'join', id: string) => docs.get([kind, id]),
-    docsOf: (kind: 'edge' | 'join') => [...docs.getRange(prefixRange(kind))].map(({ value }) => value),
+    doc: (kind: 'edge' | 'join', id: string) => tables.docs().get([kind, id]),
+    /** The table of the site's edges and join tokens (a writer's changes of them are captured there). */
+    docsTable: () => tables.docs(),
+    docsOf: (kind: 'edge' | 'join') => [...tables.docs().getRange(prefixRange(kind))].map(({ value }) => value),
     current,
 
     /**
@@ -171,7 +90,7 @@ export function createSiteReplica(options: ReplicaOptions) {
           const local = opts.local?.length ? applyInTxn(opts.local, false, site.digest) : undefined;
           store.meta.put(STATE_KEY, { ...s, rev: row.rev, digest: row.digest, appliedAt: Date.now() } satisfies ReplicaState);
           if (options.keepLog > 0) {
-            rows.put(row.rev, JSON.stringify(row));
+            tables.rows().put(row.rev, JSON.stringify(row));
             pruneLog(row.rev);
           }
           return [
@@ -211,7 +130,7 @@ export function createSiteReplica(options: ReplicaOptions) {
         if (digest !== snapshot.digest) throw new ReplicaRefusal('digest', 'the snapshot\'s records do not add up to its digest');
         const result = await store.transaction(() => {
           const changes: RecordChange[] = [];
-          for (const { key, value: hash } of records.getRange()) {
+          for (const { key, value: hash } of tables.records().getRange()) {
             const [kind, id] = key as [SiteKind, string];
             const w = wanted.get(`${kind}\0${id}`);
             if (!w) changes.push({ kind, id, doc: null });
@@ -222,7 +141,7 @@ export function createSiteReplica(options: ReplicaOptions) {
           if (applied.digest !== snapshot.digest) throw new ReplicaRefusal('digest', 'the replica does not add up to the snapshot\'s digest after loading it');
           store.meta.put(STATE_KEY, { epoch: snapshot.epoch, rev: snapshot.rev, digest: snapshot.digest, siteId: snapshot.siteId, appliedAt: Date.now() } satisfies ReplicaState);
           // Rows of another epoch, or with a hole before this snapshot, are not served again.
-          if (options.keepLog > 0) for (const key of rows.getKeys()) rows.remove(key);
+          if (options.keepLog > 0) for (const key of tables.rows().getKeys()) tables.rows().remove(key);
           return { events: accessChangesOf(applied.applied, applied.before, applied.after), changed: changes.length };
         });
         emit(result.events);
@@ -235,7 +154,7 @@ export function createSiteReplica(options: ReplicaOptions) {
     applyLocal(changes: RecordChange[]): Promise<void> {
       return serialized(async () => {
         const events = await store.transaction(() => {
-          for (const c of changes) if (records.get([c.kind, c.id]) !== undefined) throw new ReplicaRefusal('site', `${c.kind} ${c.id} is a record of the site`);
+          for (const c of changes) if (tables.records().get([c.kind, c.id]) !== undefined) throw new ReplicaRefusal('site', `${c.kind} ${c.id} is a record of the site`);
           const applied = applyInTxn(changes, false, ZERO_DIGEST);
           return accessChangesOf(applied.applied, applied.before, applied.after);
         });
@@ -248,7 +167,7 @@ export function createSiteReplica(options: ReplicaOptions) {
       const s = state();
       if (!s) return undefined;
       const out: SiteSnapshot['records'] = [];
-      for (const { key } of records.getRange()) {
+      for (const { key } of tables.records().getRange()) {
         const [kind, id] = key as [SiteKind, string];
         const doc = current(kind, id);
         if (doc) out.push({ kind, id, doc });
@@ -261,7 +180,7 @@ export function createSiteReplica(options: ReplicaOptions) {
       const s = state();
       if (!s || rev >= s.rev) return [];
       const out: LogRow[] = [];
-      for (const { key, value } of rows.getRange({ start: rev + 1, limit })) {
+      for (const { key, value } of tables.rows().getRange({ start: rev + 1, limit })) {
         if (out.length === 0 && key !== rev + 1) return 'gap';
         out.push(JSON.parse(value) as LogRow);
       }
@@ -271,7 +190,7 @@ export function createSiteReplica(options: ReplicaOptions) {
     /** The digest recomputed from every record the replica holds (not the running one). */
     recomputeDigest(): string {
       const hashes: string[] = [];
-      for (const { key } of records.getRange()) {
+      for (const { key } of tables.records().getRange()) {
         const [kind, id] = key as [SiteKind, string];
         const doc = current(kind, id);
         if (doc) hashes.push(recordHash(kind, id, canonicalJson(plainDoc(doc))));
@@ -288,8 +207,8 @@ export function createSiteReplica(options: ReplicaOptions) {
     async forget(): Promise<void> {
       await serialized(() =>
         store.transaction(() => {
-          for (const key of records.getKeys()) records.remove(key);
-          for (const key of rows.getKeys()) rows.remove(key);
+          for (const key of tables.records().getKeys()) tables.records().remove(key);
+          for (const key of tables.rows().getKeys()) tables.rows().remove(key);
           store.meta.remove(STATE_KEY);
         }),
       );

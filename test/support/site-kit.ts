@@ -62,6 +62,8 @@ export interface SiteKit {
   haproxyLog(): string;
   cutEdge(i: number): void;
   restoreEdge(i: number): void;
+  /** Whole again: every link restored, every node running (a test that failed midway left it so). */
+  heal(): Promise<void>;
   /** Resolves when every running node reports the same epoch, revision and digest (and returns them). */
   converged(timeoutMs: number, nodes?: SiteNode[]): Promise<{ epoch: string; revision: number; digest: string; ms: number }>;
   destroy(): Promise<void>;
@@ -176,6 +178,13 @@ export async function startSiteKit(options: SiteKitOptions = {}): Promise<SiteKi
       haproxyLog: () => haproxy.output(),
       cutEdge: (i) => edgeLinks[i]!.forEach((l) => l.cut()),
       restoreEdge: (i) => edgeLinks[i]!.forEach((l) => l.restore()),
+      async heal() {
+        edgeLinks.forEach((links) => links.forEach((l) => l.restore()));
+        for (const node of [...centrals, ...edges]) {
+          node.resume();
+          if (!node.running()) await node.start();
+        }
+      },
       async converged(timeoutMs, nodes) {
         const started = Date.now();
         const deadline = started + timeoutMs;
@@ -289,7 +298,9 @@ async function siteNode(
 export async function startHaproxy(root: string, host: string, port: number, centrals: SiteNode[]): Promise<{ stop(): Promise<void>; output(): string }> {
   // What docs/scaling-out.md recommends in front of the centrals: health checks on
   // /health/ready, a refused or reset connection redispatched at once, a hung central's request
-  // retried on the other after `timeout server`.
+  // retried on the other after `timeout server`; and each central once more as a backup without
+  // checks, used only when every check fails (checks that time out on a loaded machine must not
+  // leave haproxy with no server while a central answers).
   const config = `global
   maxconn 4000
   log stdout format raw local0 info
@@ -311,8 +322,10 @@ backend centrals
   balance roundrobin
   option httpchk GET /health/ready
   http-check expect status 200
+  option allbackups
   default-server inter 500ms fall 3 rise 2
 ${centrals.map((c, i) => `  server c${i} ${c.host}:${c.httpPort} check`).join('\n')}
+${centrals.map((c, i) => `  server c${i}-unchecked ${c.host}:${c.httpPort} backup`).join('\n')}
 `;
   const file = join(root, 'haproxy.cfg');
   writeFileSync(file, config);
