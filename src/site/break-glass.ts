@@ -1,4 +1,4 @@
-// An edge's break-glass administrator (docs/scaling-out.md "Edges"): `local-admin`, with a role
+// An edge's break-glass administrator (docs/scaling-out.md "On an edge"): `local-admin`, with a role
 // of its own holding what the site's `admin` role holds, kept on this edge only (never a record
 // of the site, and the site refuses the name). It signs in whatever the link does — with
 // `offline: denyAfter` too, when the site's users are refused. Its password comes as the first

@@ -1,4 +1,4 @@
-// An edge's one-time join to its site (docs/scaling-out.md "Edges"): the join token names the
+// An edge's one-time join to its site (docs/scaling-out.md "On an edge"): the join token names the
 // join and carries the fingerprint of the site's signing key; the central answers the edge's
 // credential, the site's public key and MFA key. A key that is not the pinned one is refused.
 // What the edge had of a life before the site (all but its break-glass administrator) goes: the

@@ -1,4 +1,4 @@
-// An edge's link to its site (docs/scaling-out.md "Edges"): it joins once with a one-time token
+// An edge's link to its site (docs/scaling-out.md "On an edge"): it joins once with a one-time token
 // (pinning the site's key), loads a signed snapshot, then follows the changes by long poll over
 // the centrals' URLs. Every answer is verified before anything is applied; a central that is
 // behind the edge is skipped, never followed backwards. The edge never needs the link to run:

@@ -1,4 +1,4 @@
-// An edge gateway of a site (docs/scaling-out.md "Edges"): it decides from its replica of the
+// An edge gateway of a site (docs/scaling-out.md "On an edge"): it decides from its replica of the
 // site's records, keeps it up to date through its link to the centrals, and — cut off — goes on
 // with what it last knew: for good (`offline: extend`, the default) or, with `denyAfter`, refusing
 // the site's users once the link has been down that long (its break-glass administrator stays).

@@ -1,4 +1,4 @@
-// The site's tables in PostgreSQL (docs/scaling-out.md "The authority"). Documents are stored as
+// The site's tables in PostgreSQL (docs/scaling-out.md "How a change travels"). Documents are stored as
 // canonical JSON text, not jsonb: the hash of a record is the hash of exactly that text, on every
 // replica. Created by the first central under the site's lock; idempotent.
 

@@ -1,4 +1,4 @@
-// The loopback topology of a site (issue 37, docs/scaling-out.md "Tested for real"), each box its
+// The loopback topology of a site (issue 37, docs/scaling-out.md "Topology"), each box its
 // own 127.x address:
 //   box 1 127.0.1.1  etcd, Patroni + PostgreSQL, central A (a gatewayd daemon process)
 //   box 2 127.0.1.2  etcd, Patroni + PostgreSQL, central B
@@ -310,8 +310,8 @@ defaults
   option httplog
   timeout connect 500ms
   timeout client 30s
-  timeout server 2s
-  timeout check 1500ms
+  timeout server 1500ms
+  timeout check 1s
   retries 2
   option redispatch 1
   retry-on conn-failure empty-response response-timeout
@@ -323,7 +323,7 @@ backend centrals
   option httpchk GET /health/ready
   http-check expect status 200
   option allbackups
-  default-server inter 500ms fall 3 rise 2
+  default-server inter 500ms fall 2 rise 2
 ${centrals.map((c, i) => `  server c${i} ${c.host}:${c.httpPort} check`).join('\n')}
 ${centrals.map((c, i) => `  server c${i}-unchecked ${c.host}:${c.httpPort} backup`).join('\n')}
 `;
