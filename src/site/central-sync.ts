@@ -106,8 +106,8 @@ export function createCentralSync(deps: { authority: PgAuthority; replica: SiteR
         sleeping = setTimeout(resolve, backoffMs);
       });
       wake = undefined;
-      // At most a second: a promoted standby is followed within about a second of its promotion.
-      backoffMs = Math.min(1000, backoffMs * 2);
+      // Half a second at most: a promoted standby is followed within a second of its promotion.
+      backoffMs = Math.min(500, backoffMs * 2);
     }
   }
 
