@@ -398,6 +398,8 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
     https,
     http,
+    // Stopped before the listeners: the edges' long polls are answered at once, not cut at shutdownTimeoutMs.
+    ...(site?.feed ? [{ name: 'site-long-polls', start: async () => {}, stop: async () => site.feed!.endWaits() } satisfies Part] : []),
   ];
 
   return {

@@ -112,12 +112,16 @@ describe('one site, one set of users: PostgreSQL authority, replicas in every ga
     await kit.converged(10_000, kit.centrals);
     // Cut off: the last permissions hold.
     expect(await mqttLogin(e1.mqttPort, e1.host, gone!.username, GOOD_PASSWORD)).to.equal(true);
-    // 24 hours later (faketime on the edge processes), restarted without any centre.
+    // Restarted without any centre: its usual start time.
     await Promise.all([e1.stop(), e2.stop()]);
-    const restarted = Math.max(...(await Promise.all([e1.start({ faketime: '+24h' }), e2.start({ faketime: '+24h' })])).map((r) => r.readyMs));
-    console.log(`      edge restart: usual ${usual} ms, cut off for 24 h ${restarted} ms`);
+    const withoutCentre = Math.max(...(await Promise.all([e1.start(), e2.start()])).map((r) => r.readyMs));
+    // 24 hours later (libfaketime in the edge processes; it slows a process that reads the clock
+    // as often as Node does, so this start is not timed against the others).
+    await Promise.all([e1.stop(), e2.stop()]);
+    const dayLater = Math.max(...(await Promise.all([e1.start({ faketime: '+24h' }), e2.start({ faketime: '+24h' })])).map((r) => r.readyMs));
+    console.log(`      edge restart: usual ${usual} ms, without any centre ${withoutCentre} ms, a day later (libfaketime) ${dayLater} ms`);
     // The usual time, within what a shared 2-core machine varies by.
-    expect(restarted).to.be.at.most(usual * 2 + 2000);
+    expect(withoutCentre).to.be.at.most(usual * 1.5 + 2000);
     const health = (await e1.api('GET', '/health')).body;
     expect(health.site.ageSeconds).to.be.at.least(86_400);
     expect(e1.lines().some((l) => l.message === 'identity.stale')).to.equal(true);

@@ -63,6 +63,9 @@ export function createSiteFeed(deps: { replica: SiteReplica; identity: SiteIdent
   const now = deps.now ?? Date.now;
   /** What each edge said of itself at its last poll (in memory: a status page, not a record). */
   const seen = new Map<string, { at: number; epoch: string; rev: number; digest: string }>();
+  /** The long polls waiting now (answered at once when the daemon stops). */
+  const waiting = new Set<() => void>();
+  let stopping = false;
 
   function signerOrThrow(): SiteSigner {
     const signer = deps.signer();
@@ -146,22 +149,30 @@ export function createSiteFeed(deps: { replica: SiteReplica; identity: SiteIdent
       if (!replica.state()) throw new ServiceUnavailableError('this central has no replica of the site yet', 5);
       seen.set(edge.id, { at: now(), epoch: q.epoch, rev: q.since, digest: q.digest });
       let answer = answerOf(q.epoch, q.since);
-      if (!answer && q.waitMs > 0 && !signal.aborted) {
+      if (!answer && q.waitMs > 0 && !signal.aborted && !stopping) {
         await new Promise<void>((resolve) => {
           const done = () => {
             clearTimeout(timer);
             off();
             signal.removeEventListener('abort', done);
+            waiting.delete(done);
             resolve();
           };
           const timer = setTimeout(done, q.waitMs);
           const off = replica.onApplied(done);
           signal.addEventListener('abort', done, { once: true });
+          waiting.add(done);
         });
         answer = answerOf(q.epoch, q.since);
       }
       const s = replica.state()!;
       return signed(answer ?? { epoch: s.epoch, rev: s.rev, digest: s.digest, rows: [] });
+    },
+
+    /** The daemon stops: waiting long polls are answered now (the edges ask the other central), none waits again. */
+    endWaits(): void {
+      stopping = true;
+      for (const done of [...waiting]) done();
     },
 
     edges() {
