@@ -222,6 +222,10 @@ async function siteNode(
   const url = `http://${spec.host}:${httpPort}`;
   let proc: Awaited<ReturnType<typeof startDaemonProcess>> | undefined;
   let exited = true;
+  /** libfaketime's shared memory of a process it ran, which a SIGKILL leaves in /dev/shm. */
+  const dropFakedMemory = (pid: number) => {
+    for (const f of [`/dev/shm/faketime_shm_${pid}`, `/dev/shm/sem.faketime_sem_${pid}`]) rmSync(f, { force: true });
+  };
   let token: string | undefined;
 
   const node: SiteNode = {
@@ -249,7 +253,11 @@ async function siteNode(
         },
       );
       exited = false;
-      void proc.exited.then(() => void (exited = true));
+      const faked = options.faketime ? proc.child.pid : undefined;
+      void proc.exited.then(() => {
+        exited = true;
+        if (faked !== undefined) dropFakedMemory(faked);
+      });
       return { readyMs: Date.now() - started };
     },
     async kill() {
