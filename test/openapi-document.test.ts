@@ -125,6 +125,9 @@ const CLUSTER_HOOKS: readonly string[] = [
   'POST /api/broker/hooks/emqx/authz',
 ];
 
+/** What a site's edges call on the centrals: a join token, then their own credential, never a user's. */
+const SITE_EDGE_OPERATIONS: readonly string[] = ['POST /api/site/join', 'GET /api/site/snapshot', 'GET /api/site/changes'];
+
 const ADDED_OPERATIONS: readonly string[] = [
   // The gateway CA certificate as a PEM file (docs/web-ui.md).
   'GET /api/certificates/ca',
@@ -163,6 +166,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'GET /metrics',
   // Cluster broker hooks (docs/scaling-out.md).
   ...CLUSTER_HOOKS,
+  // One site, one set of users (docs/scaling-out.md, docs/api.md "The site protocol").
+  'GET /api/site',
+  'POST /api/site/join-tokens',
+  'DELETE /api/site/edges/{id}',
+  ...SITE_EDGE_OPERATIONS,
 ];
 
 const PUBLIC_OPERATIONS: readonly string[] = [
@@ -177,6 +185,7 @@ const PUBLIC_OPERATIONS: readonly string[] = [
   'GET /health',
   'GET /health/ready',
   ...CLUSTER_HOOKS,
+  ...SITE_EDGE_OPERATIONS,
 ];
 
 type OpenApiValidatorOptions = Parameters<typeof OpenApiValidator.middleware>[0];

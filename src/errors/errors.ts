@@ -91,8 +91,11 @@ export class InsufficientStorageError extends AppError {
 }
 
 export class ServiceUnavailableError extends AppError {
-  constructor(message = 'service unavailable') {
+  /** Seconds after which trying again may succeed, for the Retry-After header. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(message = 'service unavailable', retryAfterSeconds?: number) {
     super(503, 'Service Unavailable', message);
+    this.retryAfterSeconds = retryAfterSeconds;
   }
 }
 /** Wraps an unexpected failure; the HTTP layer replaces its message with a correlation id. */

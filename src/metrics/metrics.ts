@@ -68,6 +68,8 @@ export interface MetricsSources {
   lastBackupEnd: () => string | undefined;
   /** Bytes of the archives under <data>/backups, the copies taken before data format upgrades included. */
   backupBytes?: () => Promise<number>;
+  /** A gateway of a site (src/site): its replica and its link. */
+  site?: () => { role: string; state: string; revision?: number; ageSeconds?: number; central?: Record<string, unknown>; edge?: Record<string, unknown> };
 }
 
 export interface Metrics {
@@ -205,6 +207,28 @@ export function createMetrics(sources: MetricsSources): Metrics {
     metric('counter', 'gatewayd_sparkplug_history_dropped_total', 'Sparkplug kept values dropped, by edge node and reason (maxValues, maxAge: the bounds; notInDefinition: the metric left the definition; storeFailure).', ['edge_node', 'reason'], (set) => {
       for (const n of edgeNodes()) for (const [reason, count] of Object.entries(n.history?.dropped ?? {})) set(count, { edge_node: n.id, reason });
     });
+    // A gateway of a site (docs/scaling-out.md): the replica's revision, the link's state and age.
+    const site = sources.site;
+    if (site) {
+      const following = (s: ReturnType<typeof site>) => (s.state === 'following' ? 1 : 0);
+      metric('gauge', 'gatewayd_site_link_up', 'A site\'s gateway: 1 while it follows the site (central: PostgreSQL; edge: a central).', ['role'], (set) => {
+        const s = site();
+        set(following(s), { role: s.role });
+      });
+      metric('gauge', 'gatewayd_site_revision', 'The site revision the replica holds.', [], (set) => set(site().revision ?? 0));
+      metric('gauge', 'gatewayd_site_link_age_seconds', 'Seconds since the site (central: PostgreSQL; edge: a central) last answered.', [], (set) => {
+        const age = site().ageSeconds;
+        if (age !== undefined) set(age);
+      });
+      metric('counter', 'gatewayd_site_resyncs_total', 'Snapshots the replica loaded (first sync, a new epoch, a gap, a digest that differed).', [], (set) => {
+        const s = site();
+        set(Number((s.central ?? s.edge)?.resyncs ?? 0));
+      });
+      metric('counter', 'gatewayd_site_changes_applied_total', 'Site revisions applied one by one.', [], (set) => {
+        const s = site();
+        set(Number((s.central ?? s.edge)?.applied ?? 0));
+      });
+    }
     // Bridges to upstream brokers (docs/bridges.md).
     const bridges = () => sources.bridges?.() ?? [];
     metric('gauge', 'gatewayd_bridge_connected', 'Bridges: 1 while connected upstream.', ['bridge'], (set) => {

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
-import { open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
+import { ABORT, open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
 import type { RoleRecord, TokenRecord, UserRecord } from './records.js';
 import { InsufficientStorageError } from '../errors/errors.js';
 import { DATA_FORMAT_VERSION, DataFormatError, FORMAT_KEY, FORMAT_WRITTEN_BY_KEY, OLDEST_DATA_FORMAT } from './data-format.js';
@@ -39,6 +39,11 @@ export interface Store extends StoreDatabases {
   readonly dir: string;
   /** Runs fn atomically: if it throws, none of its writes happen. Resolves once durable. */
   transaction<T>(fn: () => T): Promise<T>;
+  /**
+   * Runs fn like transaction() and rolls it back: fn reads its own writes, nothing stays. A site's
+   * writer (src/site) learns so what a change would write before the authority decides it.
+   */
+  dryRun<T>(fn: () => T): Promise<T>;
   /** A consistent snapshot copy of the store into `dir` (which must not exist). */
   backup(dir: string): Promise<void>;
   /** Waits until every committed write is flushed to disk. */
@@ -274,6 +279,14 @@ export function openStore(options: OpenStoreOptions): Store {
       } finally {
         generation++;
       }
+    },
+    dryRun: async <T>(fn: () => T): Promise<T> => {
+      let result: T | undefined;
+      await root.childTransaction(() => {
+        result = fn();
+        return ABORT;
+      });
+      return result as T;
     },
     backup: async (dir: string) => {
       for (const listener of beforeReopenListeners) await listener();
