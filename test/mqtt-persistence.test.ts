@@ -11,6 +11,7 @@ import { createLogger, type Logger } from '../src/log/index.js';
 import { createLmdbPersistence, persistenceLimits, type LmdbPersistence, type LmdbPersistenceDeps } from '../src/mqtt/persistence/index.js';
 import { literalPrefix, topicMatches } from '../src/mqtt/persistence/topic-filter.js';
 import { openStore, type Store } from '../src/store/index.js';
+import { createStoragePolicy, STORAGE_DEFAULTS } from '../src/storage/index.js';
 import { TEST_LIMITS } from './support/bare-aedes.js';
 import { tempDir } from './support/harness.js';
 
@@ -507,6 +508,32 @@ describe('mqtt persistence: LMDB broker state', function () {
     const config = loadConfig({ env: { GATEWAYD_SET__MQTT__PERSISTENCE__SESSION_EXPIRY_SECONDS: '3600', GATEWAYD_SET__MQTT__PERSISTENCE__ENABLED: 'false' } });
     expect([config.mqtt.persistence.sessionExpirySeconds, config.mqtt.persistence.enabled]).to.deep.equal([3600, false]);
     expect(() => loadConfig({ env: { GATEWAYD_SET__MQTT__PERSISTENCE__MAX_RETAINED_BYTES: '10' } })).to.throw(/maxRetainedBytes/);
+  });
+
+  it('holds a persistent session\'s SUBACK for a prompt group commit (a journal frame), not the commit interval; after a crash the subscription is back', async () => {
+    // The gateway's wiring: the journal, and an interval far beyond the test's patience.
+    const policy = createStoragePolicy({ store, timings: { holdMs: 1000, commitIntervalMs: 10_000, backgroundCommitMs: 60_000 }, journal: true });
+    let p = persistence({ policy });
+    await p.setup({ id: 'broker-1' });
+    const started = Date.now();
+    await p.addSubscriptions({ id: 'field-device' }, [{ topic: 'cmd/#', qos: 1 }]);
+    const pending = p.subscriptionsPending('field-device');
+    expect(pending, 'the SUBACK waits').to.be.instanceOf(Promise);
+    await pending;
+    expect(Date.now() - started, 'well before the 10 s interval').to.be.below(2_000);
+    expect(policy.stats()).to.include({ journalCommits: 1, committedWrites: 0 });
+    expect(p.subscriptionsPending('field-device'), 'nothing waits any more').to.equal(undefined);
+    // What kill -9 leaves: the store let go without the policy's flush; the journal brings it back.
+    await store.close();
+    await policy.close();
+    await p.destroy();
+    open.splice(open.indexOf(p), 1);
+    store = openStore({ dir });
+    const again = createStoragePolicy({ store, timings: STORAGE_DEFAULTS, journal: true });
+    p = persistence({ policy: again });
+    await p.setup({ id: 'broker-1' });
+    expect((await p.subscriptionsByClient({ id: 'field-device' })).map(({ topic, qos }) => ({ topic, qos }))).to.deep.equal([{ topic: 'cmd/#', qos: 1 }]);
+    await again.close();
   });
 
   it('stages retained updates in the background; a QoS 1 one becomes prompt once its publisher waits for exactly that write', async () => {

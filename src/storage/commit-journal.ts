@@ -1,4 +1,4 @@
-// The commit journal (docs/footprint.md "Flash", docs/design.md §15): what must be durable before
+// The commit journal (docs/footprint.md "Flash", docs/design.md §18): what must be durable before
 // an acknowledgement leaves is appended here, in one frame per commit and one synced write, and
 // reaches LMDB later in a compaction (a background commit of many). An LMDB commit writes whole
 // pages (the changed leaf, its parents, the free list, the meta page) and syncs twice: 16 KiB at

@@ -1,4 +1,4 @@
-// When staged writes reach the disk (docs/footprint.md "Flash", docs/design.md §15). One commit at
+// When staged writes reach the disk (docs/footprint.md "Flash", docs/design.md §18). One commit at
 // a time, of one of two kinds:
 //   - a durable commit: every prompt write, every held write whose hold has passed, and for each
 //     owner in it its earlier staged writes (order on disk). With the commit journal it is one

@@ -114,7 +114,7 @@ export function FlashCard() {
   // `since` now: the flash figures without the samples the charts already show.
   const data = useAsync(() => api<DashboardView>('GET', '/api/dashboard', { query: { since: Date.now() } }), []);
   return (
-    <section class="card" aria-labelledby="card-flash">
+    <section class="card wide" aria-labelledby="card-flash">
       <h2 id="card-flash">Flash wear</h2>
       <ErrorMessage error={data.error} />
       {data.data === undefined ? data.error ? null : <Loading /> : <FlashFacts flash={data.data.flash} />}
