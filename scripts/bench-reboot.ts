@@ -46,6 +46,15 @@ import { connectOnce } from './bench-mqtt-connect.js';
 import { processCpuUs, startBareAedes } from './bench-mqtt-shipped.js';
 import { daemonEnv, httpCall, percentile } from './bench-support.js';
 
+/** A JSON call to the daemon's API (a status of 300 or more throws, with the start of the body). */
+function apiCaller(agent: Agent, port: number, timeoutMs: number) {
+  return async (method: string, path: string, body: unknown, token?: string) => {
+    const res = await httpCall(agent, port, method, path, token ? { authorization: `Bearer ${token}` } : {}, JSON.stringify(body), timeoutMs);
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.body.toString('utf8').slice(0, 300)}`);
+    return JSON.parse(res.body.toString('utf8') || 'null') as any;
+  };
+}
+
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const DEVICES = Number(process.env.GATEWAYD_BENCH_REBOOT_DEVICES ?? 1000);
 const ROUNDS = Number(process.env.GATEWAYD_BENCH_REBOOT_ROUNDS ?? 3);
@@ -139,11 +148,7 @@ async function prepare(dataDir: string): Promise<{ passwordDevices: Device[]; to
   const { child, ready } = await startDaemon(launch, dataDir);
   const agent = new Agent({ keepAlive: true, maxSockets: 4 });
   try {
-    const call = async (method: string, path: string, body: unknown, token?: string) => {
-      const res = await httpCall(agent, ready.http, method, path, token ? { authorization: `Bearer ${token}` } : {}, JSON.stringify(body), 600_000);
-      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.body.toString('utf8').slice(0, 300)}`);
-      return JSON.parse(res.body.toString('utf8') || 'null') as any;
-    };
+    const call = apiCaller(agent, ready.http, 600_000);
     const admin = (await call('POST', '/api/login', { username: 'admin', password: ADMIN_PASSWORD })).token as string;
     const role = await call('POST', '/api/roles', { name: 'devices', isShared: true, permissions: [{ resource: 'devices/#', operation: 'readWrite', context: 'mqtt' }] }, admin);
     const device = (kind: Device['kind'], i: number): Device => ({ kind, username: `${kind}-${String(i).padStart(5, '0')}`, password: `${kind}-${i}-Passw0rd!${(i * 7919) % 10007}` });
@@ -239,11 +244,7 @@ async function prepareStorm(dataDir: string): Promise<void> {
   const { child, ready } = await startDaemon(launch, dataDir, {});
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   try {
-    const call = async (method: string, path: string, body: unknown, token?: string) => {
-      const res = await httpCall(agent, ready.http, method, path, token ? { authorization: `Bearer ${token}` } : {}, JSON.stringify(body), 120_000);
-      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.body.toString('utf8').slice(0, 300)}`);
-      return JSON.parse(res.body.toString('utf8') || 'null') as any;
-    };
+    const call = apiCaller(agent, ready.http, 120_000);
     const admin = (await call('POST', '/api/login', { username: 'admin', password: ADMIN_PASSWORD })).token as string;
     await call('POST', '/api/users', { ...STORM_USER, identityProvider: 'local', initialPermissions: [{ resource: 'devices/#', operation: 'readWrite', context: 'mqtt' }] }, admin);
   } finally {

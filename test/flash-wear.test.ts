@@ -2,21 +2,11 @@
 // rate of the last hour, the warning once it falls under storage.flash.warnBelowYears (only over a
 // full window, once), and the figures on /api/dashboard of a running gateway.
 import { expect } from 'chai';
-import { createLogger } from '../src/log/index.js';
 import { createFlashWear, projectedYears, readProcessWriteBytes, WRITE_AMPLIFICATION } from '../src/storage/index.js';
-import { Writable } from 'node:stream';
+import { capturedLog } from './support/captured-log.js';
 import { startGateway } from './support/harness.js';
 
-function logSink() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const line of chunk.toString().split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { log: createLogger({ level: 'info', stream }), lines };
-}
+const logSink = () => capturedLog();
 
 describe('flash wear', () => {
   const tlc8 = { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 };

@@ -3,16 +3,15 @@
 import { EventEmitter } from 'node:events';
 import { rmSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { loadConfig } from '../src/config/index.js';
-import { createLogger, type Logger } from '../src/log/index.js';
 import { createLmdbPersistence, persistenceLimits, type LmdbPersistence, type LmdbPersistenceDeps } from '../src/mqtt/persistence/index.js';
 import { literalPrefix, topicMatches } from '../src/mqtt/persistence/topic-filter.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { createStoragePolicy, STORAGE_DEFAULTS } from '../src/storage/index.js';
 import { TEST_LIMITS } from './support/bare-aedes.js';
+import { capturedLog } from './support/captured-log.js';
 import { tempDir } from './support/harness.js';
 
 async function list<T = Record<string, unknown>>(stream: Readable): Promise<T[]> {
@@ -32,16 +31,7 @@ function retained(topic: string, payload: string) {
   return { cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: true };
 }
 
-function capturingLogger(): { log: Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { log: createLogger({ level: 'debug', stream }), lines };
-}
+const capturingLogger = () => capturedLog('debug');
 
 describe('mqtt persistence: LMDB broker state', function () {
   this.timeout(30_000);

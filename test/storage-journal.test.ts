@@ -8,8 +8,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { openStore, type Store } from '../src/store/index.js';
 import { createStoragePolicy, JOURNAL_BYTES, JOURNAL_FILE, type StagedTable, type StoragePolicy } from '../src/storage/index.js';
-import { createLogger } from '../src/log/index.js';
-import { Writable } from 'node:stream';
+import { capturedLog } from './support/captured-log.js';
 import { tempDir } from './support/harness.js';
 
 describe('storage policy: the commit journal', function () {
@@ -19,16 +18,7 @@ describe('storage policy: the commit journal', function () {
   let policy: StoragePolicy;
   let table: StagedTable<string>;
   const timings = { holdMs: 200, commitIntervalMs: 50, backgroundCommitMs: 60_000 };
-  const logged: Record<string, unknown>[] = [];
-  const log = createLogger({
-    level: 'info',
-    stream: new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        for (const line of chunk.toString().split('\n')) if (line) logged.push(JSON.parse(line) as Record<string, unknown>);
-        cb();
-      },
-    }),
-  });
+  const { log, lines: logged } = capturedLog();
 
   function open(t = timings): void {
     store = openStore({ dir });

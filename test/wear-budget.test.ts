@@ -4,24 +4,14 @@
 // acknowledgements that gets a commit each while the budget lasts and one per commit interval
 // once it is spent (the journal's writes are real I/O in a temp dir; only the clock is fake).
 import { rmSync } from 'node:fs';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { createLogger } from '../src/log/index.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { budgetBytesPerSecond, createStoragePolicy, createWearBudget, REFILLED_SHARE, WEAR_DEFAULTS, type StoragePolicy } from '../src/storage/index.js';
+import { capturedLog } from './support/captured-log.js';
 import { tempDir } from './support/harness.js';
 
-function logSink() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const line of chunk.toString().split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { log: createLogger({ level: 'info', stream }), lines };
-}
+const logSink = () => capturedLog();
 
 const spentLine = 'storage: the wear budget is spent; acknowledgements that wait for the flash now wait for the commit interval until it refills';
 const refilledLine = 'storage: the wear budget is refilled; acknowledgements no longer wait for the commit interval';
