@@ -222,7 +222,8 @@ export async function mosquittoSide(proxy: TcpProxy, saved: { dbBytes: number })
     auth: { username: USERNAME, password: PASSWORD },
     upstreamPrefix: 'site-mq/',
     proxy,
-    linked: (up) => until(`mosquitto bridge ${up ? 'connected' : 'down'}`, () => state === (up ? '1' : '0'), 30_000),
+    // Its default backoff (restart_timeout 5 30) waits up to 30 s between attempts after a long outage: a minute covers one wait and the attempt.
+    linked: (up) => until(`mosquitto bridge ${up ? 'connected' : 'down'}`, () => state === (up ? '1' : '0'), 60_000),
     async stop() {
       sys.end(true);
       // What it saves at its stop is what its autosave (every 30 min by default) writes each time.
