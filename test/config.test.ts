@@ -117,7 +117,7 @@ describe('configuration', () => {
 
   it('takes the storage policy from the storage section, its defaults those the parts use without configuration, and refuses values out of range naming the key', async () => {
     const c = loadConfig({ env: {} });
-    expect(c.storage).to.deep.equal({ holdMs: 1000, commitIntervalMs: 500, backgroundCommitMs: 30000, flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 } });
+    expect(c.storage).to.deep.equal({ holdMs: 200, commitIntervalMs: 500, backgroundCommitMs: 30000, flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 } });
     const { holdMs, commitIntervalMs, backgroundCommitMs } = c.storage;
     expect({ holdMs, commitIntervalMs, backgroundCommitMs }).to.deep.equal(STORAGE_DEFAULTS);
     expect(loadConfig({ env: { GATEWAYD_SET__STORAGE__HOLD_MS: '0', GATEWAYD_SET__STORAGE__FLASH__RATED_WRITE_CYCLES: '20000' } }).storage).to.include({ holdMs: 0 });

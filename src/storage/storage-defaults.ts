@@ -5,4 +5,4 @@ import type { CommitTimings } from './commit-scheduler.js';
  * for parts built without the gateway's configuration (tests, benchmarks). Why these values:
  * docs/footprint.md "Flash".
  */
-export const STORAGE_DEFAULTS: Readonly<CommitTimings> = Object.freeze({ holdMs: 1000, commitIntervalMs: 500, backgroundCommitMs: 30_000 });
+export const STORAGE_DEFAULTS: Readonly<CommitTimings> = Object.freeze({ holdMs: 200, commitIntervalMs: 500, backgroundCommitMs: 30_000 });
