@@ -85,8 +85,11 @@ describe('the amd64 package upgraded in place from the earlier release, and roll
     const storeBefore = sha256(`${DATA}/db/data.mdb`);
 
     // ---- dpkg -i of this build's package over it
-    const upgrade = dpkg('-i', current.file);
+    // Without a terminal dpkg cannot ask about the changed environment conffile (0.x's comments
+    // differ from 1.0.0's): keeping the operator's, as docs/operations.md "Upgrading" says.
+    const upgrade = dpkg('-i', '--force-confdef', '--force-confold', current.file);
     expect(upgrade.status, upgrade.output).to.equal(0);
+    expect(existsSync('/etc/gatewayd/environment.dpkg-dist'), "the release's environment file beside the operator's").to.equal(true);
     expect([packageStatus(), installedVersion()]).to.deep.equal(['install ok installed', version]);
     expect(readFileSync('/etc/gatewayd/environment', 'utf8'), 'the environment file kept').to.equal(environment);
     expect(readFileSync('/etc/gatewayd/config.json', 'utf8')).to.include('requests');
@@ -115,7 +118,7 @@ describe('the amd64 package upgraded in place from the earlier release, and roll
     execFileSync('chown', ['-R', 'gatewayd:gatewayd', `${DATA}/db`]);
     execFileSync('chmod', ['0700', `${DATA}/db`]);
     execFileSync('chmod', ['0600', `${DATA}/db/data.mdb`]);
-    const downgrade = dpkg('-i', earlier.file);
+    const downgrade = dpkg('-i', '--force-confdef', '--force-confold', earlier.file);
     expect(downgrade.status, downgrade.output).to.equal(0);
     expect(downgrade.output).to.match(/downgrading/i);
     daemon = await startInstalledUnit();

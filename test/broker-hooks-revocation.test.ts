@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
 import { withTimeout } from './support/mqtt-test-kit.js';
-import { freePort } from './support/rabbitmq.js';
+import { startTcpProxy } from './support/tcp-proxy.js';
 import { emqx, rabbitmq, vernemq } from './support/broker-hook-fixtures.js';
 
 type Kind = 'rabbitmq' | 'vernemq' | 'emqx';
@@ -260,21 +260,27 @@ describe('revocation pushes to the clusters', function () {
   });
 
   it('retries while a cluster is unreachable, and gets through once it is back', async () => {
-    const port = await freePort();
+    // The cluster is behind a proxy the test cuts and restores: a port left free for the
+    // cluster to come back on could be taken by another process meanwhile (EADDRINUSE).
     const down = new FakeManagement('emqx');
-    const gw2 = await startGateway({ overrides: { brokerHooks: { enabled: true, revocationRetryMaxSeconds: 1, emqx: { managementUrl: `http://127.0.0.1:${port}`, apiKey: 'k', apiSecret: 's' } } } });
+    const target = new URL(await down.listen());
+    const link = await startTcpProxy({ host: '127.0.0.1', port: Number(target.port) });
+    link.cut();
+    const gw2 = await startGateway({ overrides: { brokerHooks: { enabled: true, revocationRetryMaxSeconds: 1, emqx: { managementUrl: `http://127.0.0.1:${link.port}`, apiKey: 'k', apiSecret: 's' } } } });
     try {
       const u = await gw2.userWith([mqttGrant('u/#')]);
       const authn = await fetch(`${gw2.baseUrl}/api/broker/hooks/emqx/authn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(emqx.authn({ username: u.username, password: GOOD_PASSWORD, clientId: 'e-down' })) });
       expect(((await authn.json()) as { result: string }).result).to.equal('allow');
       expect((await gw2.api('DELETE', `/api/users/${u.id}`, { token: await gw2.login() })).status).to.equal(200);
       await gw2.waitForLog((l) => l.message === 'cluster revocation push failed, retrying' && l.via === 'emqx', 5000);
+      expect(down.calls, 'nothing got through the cut link').to.deep.equal([]);
       down.sessions.push({ username: u.username, clientId: 'e-down' });
-      await down.listen(port);
+      link.restore();
       await down.until((c) => c.method === 'DELETE' && c.path === '/api/v5/clients/e-down', 10_000);
       expect(down.sessions).to.deep.equal([]);
     } finally {
       await gw2.stop();
+      await link.close();
       await down.close();
     }
   });

@@ -118,7 +118,7 @@ describe('configuration', () => {
   it('takes the storage policy from the storage section, its defaults those the parts use without configuration, and refuses values out of range naming the key', async () => {
     const c = loadConfig({ env: {} });
     expect(c.storage).to.deep.equal({
-      holdMs: 1000,
+      holdMs: 200,
       commitIntervalMs: 500,
       backgroundCommitMs: 30000,
       flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, writeAmplification: 3, lifeYears: 10, burstBytes: 320_000_000, warnBelowYears: 5 },

@@ -227,6 +227,10 @@ export async function plant(d: ReleaseDaemon, peers: Peers, features: ReleaseFea
     await host.endAsync();
     ok(await d.api('PUT', '/api/services/press', { token: admin, raw: pressService(peers.plc.port, { primaryHostId: 'scada', runAs: 'edge-gw1' }), headers: { 'content-type': 'application/yaml' } }), [200, 201], 'sparkplug service');
     if (features.sparkplugHistory) {
+      // Readings are history once the node knows its host is away (its first session saw the
+      // STATE); one read before that (a slow first connect: scrypt on a loaded machine) is only
+      // the value its DBIRTH will carry.
+      await until('the node waits for the host', async () => ((await sparkplugView(d, admin)).node?.state === 'waitingForHost' ? true : undefined));
       for (const tenths of KEPT_READINGS) {
         peers.plc.holding[5] = tenths;
         await until(`the node reads ${tenths / 10}`, async () => ((await sparkplugView(d, admin)).devices?.[0]?.metrics?.[0]?.value === tenths / 10 ? true : undefined));
@@ -322,6 +326,14 @@ export async function checkKept(d: ReleaseDaemon, peers: Peers, features: Releas
       if (planted.kept !== undefined) {
         await until('the kept values delivered', async () => ((await sparkplugView(d, admin)).history.values === 0 ? true : undefined));
         const alias = dbirth.payload.metrics.find((m) => m.name === 'temperature')!.alias!;
+        // Sent is not yet received: the host's client may still be reading the last DDATA (QoS 0)
+        // when the node's history is empty; the last reading of the earlier release is awaited there.
+        const lastKept = KEPT_READINGS[KEPT_READINGS.length - 1]!;
+        await host.until(
+          (m) => m.type === 'DDATA' && m.edgeNodeId === NODE && m.payload.metrics.some((x) => x.isHistorical && x.alias === alias && x.timestamp! <= planted.stoppedAt && Math.round(x.floatValue! * 10) === lastKept),
+          30_000,
+          dbirth.index + 1,
+        );
         const historical = host.messages
           .filter((m) => m.index > dbirth.index && m.type === 'DDATA' && m.edgeNodeId === NODE)
           .flatMap((m) => m.payload.metrics.filter((x) => x.isHistorical && x.alias === alias));

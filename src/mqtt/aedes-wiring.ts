@@ -9,7 +9,7 @@ import type { AuthorizePublishHook } from './handlers/authorize-publish.js';
 import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
 import type { PreConnectHook } from './handlers/pre-connect.js';
 import { boundOutgoingQueues } from './limits.js';
-import { installRetainedFirst } from './retained-first.js';
+import { installRetainedFirst } from './retained-first-hooks.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
 import { topicMatches } from './persistence/topic-filter.js';
 import { stateOf } from './client-state.js';

@@ -11,7 +11,7 @@
 import type { EventEmitter } from 'node:events';
 import type { GatewayClient } from './client-state.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
-import { subscribeRead } from './retained-first.js';
+import { subscribeRead } from './retained-first-hooks.js';
 import type { InboundPacket } from './packet-types.js';
 
 const CLIENT = Symbol('gatewayd.client');

@@ -11,9 +11,6 @@
 // when the SUBSCRIBE sends none). Deliveries on other topics pass. A delivery that waits lets
 // aedes' emitter go on at once (it is ours to deliver). Bounded: at most MAX_HELD deliveries
 // and MAX_HOLD_MS, beyond which they go as they come.
-import type { Aedes, Client } from 'aedes';
-import type { Readable, Writable } from 'node:stream';
-import { stateOf, type GatewayClient } from './client-state.js';
 import { letPass } from './delivery-order.js';
 import type { DeliverFn, QueuedDelivery } from './mqtt5/flow-control.js';
 import { topicMatches } from './persistence/topic-filter.js';
@@ -21,7 +18,7 @@ import { topicMatches } from './persistence/topic-filter.js';
 const MAX_HELD = 1000;
 const MAX_HOLD_MS = 1000;
 
-interface DeliveringClient {
+export interface DeliveringClient {
   deliver0: DeliverFn;
   deliverQoS: DeliverFn;
   duplicates: Record<string, number>;
@@ -98,57 +95,4 @@ function deliverThrough0(this: RetainedFirst, packet: QueuedDelivery, done: (err
 
 function deliverThroughQoS(this: RetainedFirst, packet: QueuedDelivery, done: (err?: unknown) => void): void {
   this.deliver(true, packet, done);
-}
-
-/** At a SUBSCRIBE the client reads (inbound-packets.ts): opens its gate. */
-export function subscribeRead(client: GatewayClient, filters: string[]): void {
-  const st = client.gatewayd;
-  if (st === undefined) return;
-  (st.retainedFirst ??= new RetainedFirst(client as unknown as DeliveringClient)).subscribing(filters);
-}
-
-interface RetainedSource {
-  createRetainedStreamCombi(patterns: string[]): Readable;
-}
-
-/**
- * Closes the gates: aedes emits 'subscribe' right before it asks its persistence for the retained
- * messages of that SUBSCRIBE (or asks nothing: none of its subscriptions wants them). The gate
- * opens again for what comes after the end of the pipe aedes feeds those messages into.
- */
-export function installRetainedFirst(aedes: Aedes): void {
-  const persistence = (aedes as unknown as { persistence: RetainedSource }).persistence;
-  let answering: RetainedFirst | undefined;
-  aedes.on('subscribe', (_subs: unknown, client: Client) => {
-    const gate = stateOf(client)?.retainedFirst;
-    if (gate === undefined) return;
-    answering = gate;
-    queueMicrotask(() => {
-      if (answering !== gate) return;
-      answering = undefined;
-      gate.retainedSent();
-    });
-  });
-  const stream = persistence.createRetainedStreamCombi.bind(persistence);
-  persistence.createRetainedStreamCombi = (patterns) => {
-    const source = stream(patterns);
-    const gate = answering;
-    answering = undefined;
-    if (gate === undefined) return source;
-    const pipe = source.pipe.bind(source);
-    source.pipe = (<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T => {
-      let sent = false;
-      const done = () => {
-        if (sent) return;
-        sent = true;
-        gate.retainedSent();
-      };
-      const writable = destination as unknown as Writable;
-      writable.once('finish', done);
-      writable.once('close', done);
-      writable.once('error', done);
-      return pipe(destination, options);
-    }) as typeof source.pipe;
-    return source;
-  };
 }

@@ -6,7 +6,7 @@ import type { WearBudgetSpec } from './wear-budget.js';
  * for parts built without the gateway's configuration (tests, benchmarks). Why these values:
  * docs/footprint.md "Flash".
  */
-export const STORAGE_DEFAULTS: Readonly<CommitTimings> = Object.freeze({ holdMs: 1000, commitIntervalMs: 500, backgroundCommitMs: 30_000 });
+export const STORAGE_DEFAULTS: Readonly<CommitTimings> = Object.freeze({ holdMs: 200, commitIntervalMs: 500, backgroundCommitMs: 30_000 });
 
 /**
  * The wear budget's defaults (storage.flash): an 8 GB TLC eMMC (1,000 cycles, write amplification
