@@ -41,7 +41,8 @@ export function processIo(pid: number): { written: number; cancelled: number } {
   return { written: field('write_bytes'), cancelled: field('cancelled_write_bytes') };
 }
 
-export type SideName = 'gatewayd' | 'mosquitto' | 'aedes-1.2';
+/** gatewayd-spent: a second gatewayd whose wear budget is off (storage.flash.burstBytes 0): what sustained load costs once a budget is spent. */
+export type SideName = 'gatewayd' | 'gatewayd-spent' | 'mosquitto' | 'aedes-1.2';
 
 /** A broker process under measurement. */
 export interface Side {
@@ -56,6 +57,8 @@ export interface Side {
   linked?(up: boolean): Promise<void>;
   /** Lines it logged so far (gatewayd). */
   logLines?(): number;
+  /** Its log lines about storage so far (gatewayd: the wear budget spent and refilled). */
+  storageLog?(): string[];
   /** gatewayd's storage figures from /metrics. */
   storage?(): Promise<StorageFigures>;
   api?: GatewaydApi;
@@ -70,6 +73,13 @@ export interface StorageFigures {
   commits: number;
   committed: number;
   cancelled: number;
+  /** Present in gatewayd's /metrics (the others' figures leave them out). */
+  journaled?: number;
+  journalCommits?: number;
+  journalBytes?: number;
+  fastCommits?: number;
+  budgetBytes?: number;
+  budgetSpent?: number;
 }
 
 export interface GatewaydApi {
@@ -79,17 +89,29 @@ export interface GatewaydApi {
   login(): Promise<string>;
 }
 
-export async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
+/**
+ * gatewayd as npm start runs it, with a bridge to `proxy`; `env`: more settings (GATEWAYD_SET__...),
+ * over the GATEWAYD_SET__STORAGE__* of this process; `name`: another gatewayd beside the first
+ * (its bridge's client id is its own, so the two do not take each other's session upstream).
+ */
+export async function gatewaydSide(proxy: TcpProxy, env: Record<string, string> = {}, name: 'gatewayd' | 'gatewayd-spent' = 'gatewayd'): Promise<Side> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-flash-'));
   mkdirSync(join(dataDir, 'services'));
   const storageEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GATEWAYD_SET__STORAGE__'))) as Record<string, string>;
   // As npm start: its Node flags, its log level (info); only ports, data dir and admin password set.
-  const { child, ready } = await startDaemonAt(dataDir, NPM_START_FLAGS, { GATEWAYD_LOG_LEVEL: 'info', ...storageEnv });
+  const { child, ready } = await startDaemonAt(dataDir, NPM_START_FLAGS, { GATEWAYD_LOG_LEVEL: 'info', ...storageEnv, ...env });
+  const logged: string[] = [];
   const traceFile = STRACE === '1' ? join(dataDir, '..', `${basename(dataDir)}.strace`) : STRACE;
   const trace = traceFile ? await startWriteTrace(child.pid!, traceFile) : undefined;
   let lines = 0;
+  let partial = '';
   child.stdout!.on('data', (chunk: Buffer) => {
     for (const byte of chunk) if (byte === 10) lines++;
+    // The storage lines (the wear budget spent, refilled), for the benchmarks that wait for them.
+    const text = partial + chunk.toString('utf8');
+    const parts = text.split('\n');
+    partial = parts.pop() ?? '';
+    for (const line of parts) if (line.includes('storage:')) logged.push(line);
   });
   const http = ready.http as number;
   let token = '';
@@ -117,7 +139,7 @@ export async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
     '  uplink:',
     '    type: Bridge',
     '    properties:',
-    `      remote: {urls: ["mqtt://127.0.0.1:${proxy.port}"], clientId: gatewayd-bridge}`,
+    `      remote: {urls: ["mqtt://127.0.0.1:${proxy.port}"], clientId: ${name}-bridge}`,
     '      runAs: bench-bridge',
     '      topics: [{pattern: "bench/up/#", direction: out, qos: 1, remotePrefix: "site-gw/"}]',
     '',
@@ -127,7 +149,7 @@ export async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
   });
   const metric = (text: string, re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
   return {
-    name: 'gatewayd',
+    name,
     pid: () => child.pid!,
     port: ready.mqtt as number,
     auth: { username: USERNAME, password: PASSWORD },
@@ -135,12 +157,19 @@ export async function gatewaydSide(proxy: TcpProxy): Promise<Side> {
     proxy,
     linked: (up) => until(`gatewayd bridge ${up ? 'connected' : 'down'}`, async () => ((await call('GET', '/api/bridges/flash.uplink')).body.currentState === 'connected') === up, 30_000, 100),
     logLines: () => lines,
+    storageLog: () => logged,
     async storage() {
       const text = (await call('GET', '/metrics')).body as string;
       return {
         commits: metric(text, /^gatewayd_storage_commits_total (\d+)/m),
         committed: metric(text, /^gatewayd_storage_writes_total\{outcome="committed"\} (\d+)/m),
         cancelled: metric(text, /^gatewayd_storage_writes_total\{outcome="cancelled"\} (\d+)/m),
+        journaled: metric(text, /^gatewayd_storage_writes_total\{outcome="journaled"\} (\d+)/m),
+        journalCommits: metric(text, /^gatewayd_storage_journal_commits_total (\d+)/m),
+        journalBytes: metric(text, /^gatewayd_storage_journal_written_bytes_total (\d+)/m),
+        fastCommits: metric(text, /^gatewayd_storage_fast_commits_total (\d+)/m),
+        budgetBytes: metric(text, /^gatewayd_storage_wear_budget_bytes (\d+)/m),
+        budgetSpent: metric(text, /^gatewayd_storage_wear_budget_spent (\d+)/m),
       };
     },
     api: { call, login, get: (path, as) => call('GET', path, undefined, undefined, as) },
@@ -193,7 +222,8 @@ export async function mosquittoSide(proxy: TcpProxy, saved: { dbBytes: number })
     auth: { username: USERNAME, password: PASSWORD },
     upstreamPrefix: 'site-mq/',
     proxy,
-    linked: (up) => until(`mosquitto bridge ${up ? 'connected' : 'down'}`, () => state === (up ? '1' : '0'), 30_000),
+    // Its default backoff (restart_timeout 5 30) waits up to 30 s between attempts after a long outage: a minute covers one wait and the attempt.
+    linked: (up) => until(`mosquitto bridge ${up ? 'connected' : 'down'}`, () => state === (up ? '1' : '0'), 60_000),
     async stop() {
       sys.end(true);
       // What it saves at its stop is what its autosave (every 30 min by default) writes each time.

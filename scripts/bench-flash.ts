@@ -16,6 +16,12 @@
 // schedstat) are not: the machine is shared. Broker CPU per message is also measured for bare
 // aedes 1.2 (QoS 1, online subscribers). Both bridges keep their default reconnect backoff.
 //
+// Messages that must wait (an offline persistent subscriber, a bridge whose uplink is down) are
+// measured twice: on gatewayd with its defaults, where the wear budget makes each one its own
+// journal frame at once (a burst within the budget's allowance), and on a second gatewayd with
+// storage.flash.burstBytes 0 (gatewayd-spent), whose commits wait for the commit interval as they
+// do once a budget is spent: what sustained load costs.
+//
 // GATEWAYD_BENCH_FLASH_SCENARIOS=idle,qos0,qos1,connect,persistent,offline,retained,bridge,outage,reference
 // picks scenarios; GATEWAYD_BENCH_FLASH_REFERENCE_S (300) the reference workload's length,
 // GATEWAYD_BENCH_FLASH_REFERENCE_PARTS=bridge,retained,ui,login its parts; GATEWAYD_BENCH_FLASH_IDLE_S
@@ -101,6 +107,8 @@ interface Measured {
 interface Row {
   /** Key of its figures in the results. */
   id: string;
+  /** The gatewayd whose figures the row shows (default gatewayd). */
+  gatewayd?: 'gatewayd' | 'gatewayd-spent';
   label: string;
   /** Messages (or connects) the bytes are divided by; 0: per second. */
   units: number;
@@ -136,7 +144,13 @@ async function window(all: Sides, sides: Side[], work: (side: Side, mark: () => 
       const b = before[i]!;
       const o = outcomes[i] || {};
       const m: Measured = { side: s.name, bytes: io.written - b.io.written, cancelledBytes: io.cancelled - b.io.cancelled, seconds, fromMs, toMs, cpuUsPerSecond: (processCpuUs(s.pid()) - b.cpuUs) / seconds };
-      if (storage && b.storage) m.storage = { commits: storage.commits - b.storage.commits, committed: storage.committed - b.storage.committed, cancelled: storage.cancelled - b.storage.cancelled };
+      if (storage && b.storage)
+        m.storage = {
+          commits: storage.commits - b.storage.commits,
+          committed: storage.committed - b.storage.committed,
+          cancelled: storage.cancelled - b.storage.cancelled,
+          journalCommits: (storage.journalCommits ?? 0) - (b.storage.journalCommits ?? 0),
+        };
       if (s.logLines && b.lines !== undefined) m.logLines = s.logLines() - b.lines;
       if (o.cpu) {
         m.cpuUsPerMessage = o.cpu.cpuUs / MESSAGES;
@@ -158,9 +172,11 @@ interface CpuMark {
 type Scenario = (all: Sides) => Promise<Row[]>;
 interface Sides {
   gatewayd: Side;
+  /** gatewayd with storage.flash.burstBytes 0: its acknowledgements wait for the commit interval (a spent budget). */
+  spent: Side;
   mosquitto: Side;
   aedes: Side;
-  upstream: Record<'gatewayd' | 'mosquitto', Mosquitto>;
+  upstream: Record<'gatewayd' | 'gatewayd-spent' | 'mosquitto', Mosquitto>;
   /** Each process's CPU at idle (the idle scenario), µs per second. */
   idleCpuUsPerSecond: Map<SideName, number>;
 }
@@ -223,8 +239,18 @@ const connects: Scenario = async (all) => {
   return [{ id: 'connect', label: `${CONNECTS} password connects (${CONNECT_RATE}/s)`, units: CONNECTS, unitName: 'connect', unitRate: CONNECT_RATE, target: { bytesPerUnit: 100 }, windowSeconds: w.seconds, sides: w.sides }];
 };
 
+/** Rows of a scenario measured on gatewayd, gatewayd-spent and Mosquitto at once: one for each gatewayd. */
+function burstAndSustained(row: Omit<Row, 'sides' | 'gatewayd'>, sides: Measured[]): Row[] {
+  const others = sides.filter((m) => m.side !== 'gatewayd-spent');
+  const sustained = sides.filter((m) => m.side !== 'gatewayd');
+  return [
+    { ...row, label: `${row.label} (within the wear budget: a burst)`, target: undefined, sides: others },
+    { ...row, id: `${row.id}_sustained`, label: `${row.label} (budget spent: sustained)`, gatewayd: 'gatewayd-spent', sides: sustained },
+  ];
+}
+
 const offline: Scenario = async (all) => {
-  const sides = brokers(all);
+  const sides = [...brokers(all), all.spent];
   const counters = new Map<Side, ReturnType<typeof counter>>();
   const pubs: MqttClient[] = [];
   for (const s of sides) {
@@ -248,8 +274,8 @@ const offline: Scenario = async (all) => {
   for (const c of [...pubs, ...subs]) await c.endAsync();
   for (const s of sides) await (await client(s, 'flash-sub-offline', { clean: true })).endAsync();
   return [
-    { id: 'offline_queued', label: 'QoS 1 queued for an offline persistent subscriber', units: MESSAGES, unitName: 'msg', unitRate: RATE, target: { bytesPerUnit: 2048 }, windowSeconds: queued.seconds, sides: queued.sides },
-    { id: 'offline_return', label: '… its return (drains the 1,000)', units: MESSAGES, unitName: 'msg', unitRate: RATE, target: { bytesPerUnit: 2048 }, windowSeconds: back.seconds, sides: back.sides },
+    ...burstAndSustained({ id: 'offline_queued', label: 'QoS 1 queued for an offline persistent subscriber', units: MESSAGES, unitName: 'msg', unitRate: RATE, target: { bytesPerUnit: 2048 }, windowSeconds: queued.seconds }, queued.sides),
+    ...burstAndSustained({ id: 'offline_return', label: '… its return (drains the 1,000)', units: MESSAGES, unitName: 'msg', unitRate: RATE, target: { bytesPerUnit: 2048 }, windowSeconds: back.seconds }, back.sides),
   ];
 };
 
@@ -262,11 +288,11 @@ const retained: Scenario = async (all) => {
 };
 
 /** Counts on each side's upstream what its bridge forwarded. */
-async function upstreamCounters(all: Sides) {
+async function upstreamCounters(all: Sides, sides = brokers(all)) {
   const out = new Map<Side, { n: ReturnType<typeof counter>; c: MqttClient }>();
-  for (const s of brokers(all)) {
+  for (const s of sides) {
     const n = counter();
-    const up = all.upstream[s.name as 'gatewayd' | 'mosquitto'];
+    const up = all.upstream[s.name as 'gatewayd' | 'gatewayd-spent' | 'mosquitto'];
     const c = mqtt.connect({ host: '127.0.0.1', port: up.port, clientId: `flash-up-${s.name}-${Date.now()}`, reconnectPeriod: 0 });
     c.on('message', n.on);
     await new Promise((r) => c.once('connect', r));
@@ -295,17 +321,18 @@ const bridge: Scenario = async (all) => {
 };
 
 const outage: Scenario = async (all) => {
-  const ups = await upstreamCounters(all);
-  const pubs = await Promise.all(brokers(all).map((s) => client(s, 'flash-pub-outage')));
-  for (const s of brokers(all)) await s.linked!(true);
+  const sides = [...brokers(all), all.spent];
+  const ups = await upstreamCounters(all, sides);
+  const pubs = await Promise.all(sides.map((s) => client(s, 'flash-pub-outage')));
+  for (const s of sides) await s.linked!(true);
   await sleep(SETTLE_MS);
-  const w = await window(all, brokers(all), async (s) => {
+  const w = await window(all, sides, async (s) => {
     const up = ups.get(s)!.n;
     const from = up.count;
     const cutAt = performance.now();
     s.proxy!.cut();
     await s.linked!(false);
-    await pacedPublish(pubs[brokers(all).indexOf(s)]!, MESSAGES, (i) => `bench/up/line/${i % 10}`, { qos: 1 });
+    await pacedPublish(pubs[sides.indexOf(s)]!, MESSAGES, (i) => `bench/up/line/${i % 10}`, { qos: 1 });
     await sleep(Math.max(0, cutAt + OUTAGE_S * 1000 - performance.now()));
     s.proxy!.restore();
     await up.reached(from + MESSAGES, 120_000, `${s.name} drained`);
@@ -313,7 +340,7 @@ const outage: Scenario = async (all) => {
   });
   for (const p of pubs) await p.endAsync();
   for (const u of ups.values()) await u.c.endAsync();
-  return [{ id: 'outage', label: `QoS 1 through a bridge, ${OUTAGE_S} s uplink outage and drain`, units: MESSAGES, unitName: 'msg', unitRate: RATE, target: { bytesPerUnit: 2048 }, windowSeconds: w.seconds, sides: w.sides }];
+  return burstAndSustained({ id: 'outage', label: `QoS 1 through a bridge, ${OUTAGE_S} s uplink outage and drain`, units: MESSAGES, unitName: 'msg', unitRate: RATE, target: { bytesPerUnit: 2048 }, windowSeconds: w.seconds }, w.sides);
 };
 
 /** What the web UI's overview asks while open (ui/src/pages/overview.tsx: its cards, and the charts' polling of /api/dashboard?since=…), all of it every UI_POLL_S. */
@@ -413,12 +440,12 @@ function figures(row: Row, m: Measured) {
 
 function report(rows: Row[], results: Record<string, number>, mosquittoDbBytes: number): void {
   const traced = rows.some((r) => r.sides.some((m) => m.traced));
-  const table: string[][] = [['scenario', 'window s', 'gatewayd', 'TLC y', 'pSLC y', ...(traced ? ['syscall blocks'] : []), 'commits', 'log lines', 'Mosquitto', 'TLC y', 'pSLC y', 'target', 'met']];
+  const table: string[][] = [['scenario', 'window s', 'gatewayd', 'TLC y', 'pSLC y', ...(traced ? ['syscall blocks'] : []), 'LMDB commits + journal frames', 'log lines', 'Mosquitto', 'TLC y', 'pSLC y', 'target', 'met']];
   for (const row of rows) {
     const cells: string[] = [row.label, fmt(row.windowSeconds)];
     let met = '';
     for (const name of ['gatewayd', 'mosquitto'] as const) {
-      const m = row.sides.find((x) => x.side === name);
+      const m = row.sides.find((x) => x.side === (name === 'gatewayd' ? (row.gatewayd ?? 'gatewayd') : name));
       if (!m) {
         cells.push('-', '-', '-', ...(name === 'gatewayd' ? ['-', '-', ...(traced ? ['-'] : [])] : []));
         continue;
@@ -427,7 +454,7 @@ function report(rows: Row[], results: Record<string, number>, mosquittoDbBytes: 
       cells.push(`${fmt(f.perUnit, f.perUnit < 10 ? 1 : 0)} B/${row.unitName}`, years(f.tlcYears), years(f.pslcYears));
       if (name === 'gatewayd') {
         if (traced) cells.push(m.traced ? `${fmt(m.traced.blockBytes / (row.units || row.windowSeconds), 0)} B/${row.unitName}, ${m.traced.syncs} syncs` : '-');
-        cells.push(m.storage ? `${m.storage.commits} (${m.storage.committed} writes, ${m.storage.cancelled} cancelled)` : '-', String(m.logLines ?? '-'));
+        cells.push(m.storage ? `${m.storage.commits}${m.storage.journalCommits ? ` + ${m.storage.journalCommits} journal frames` : ''} (${m.storage.committed} writes, ${m.storage.cancelled} cancelled)` : '-', String(m.logLines ?? '-'));
         const limit = row.target?.bytesPerUnit ?? row.target?.bytesPerSecond;
         if (limit !== undefined) met = f.perUnit <= limit ? 'yes' : 'NO';
       }
@@ -460,7 +487,7 @@ function report(rows: Row[], results: Record<string, number>, mosquittoDbBytes: 
   if (traced) {
     console.log('\ngatewayd\'s file writes at its system calls (4 KiB blocks touched, by file; syncs):');
     for (const row of rows) {
-      const t = row.sides.find((m) => m.side === 'gatewayd')?.traced;
+      const t = row.sides.find((m) => m.side === (row.gatewayd ?? 'gatewayd'))?.traced;
       if (t) console.log(`  ${row.label}: ${fmt(t.blockBytes)} B in blocks (${fmt(t.bytes)} B written), ${t.syncs} syncs; ${[...t.byFile].map(([f, b]) => `${f} ${fmt(b)}`).join(', ') || 'no file'}`);
     }
   }
@@ -469,8 +496,12 @@ function report(rows: Row[], results: Record<string, number>, mosquittoDbBytes: 
 }
 
 export async function benchFlash(): Promise<Record<string, number>> {
-  const upstream = { gatewayd: await startMosquitto(), mosquitto: await startMosquitto() };
-  const proxies = { gatewayd: await startTcpProxy({ port: upstream.gatewayd.port }), mosquitto: await startTcpProxy({ port: upstream.mosquitto.port }) };
+  const upstream = { gatewayd: await startMosquitto(), 'gatewayd-spent': await startMosquitto(), mosquitto: await startMosquitto() };
+  const proxies = {
+    gatewayd: await startTcpProxy({ port: upstream.gatewayd.port }),
+    'gatewayd-spent': await startTcpProxy({ port: upstream['gatewayd-spent'].port }),
+    mosquitto: await startTcpProxy({ port: upstream.mosquitto.port }),
+  };
   const saved = { dbBytes: NaN };
   const started: Side[] = [];
   const rows: Row[] = [];
@@ -478,21 +509,23 @@ export async function benchFlash(): Promise<Record<string, number>> {
   try {
     const gatewayd = await gatewaydSide(proxies.gatewayd);
     started.push(gatewayd);
+    const spent = await gatewaydSide(proxies['gatewayd-spent'], { GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES: '0' }, 'gatewayd-spent');
+    started.push(spent);
     const mosquitto = await mosquittoSide(proxies.mosquitto, saved);
     started.push(mosquitto);
     const aedes = await aedesSide();
     started.push(aedes);
-    const all: Sides = { gatewayd, mosquitto, aedes, upstream, idleCpuUsPerSecond: new Map() };
+    const all: Sides = { gatewayd, spent, mosquitto, aedes, upstream, idleCpuUsPerSecond: new Map() };
     console.log(`gatewayd = node ${NPM_START_FLAGS.join(' ')} dist/src/main.js (npm start), ${process.version}; Mosquitto ${mosquittoVersion()}, persistence true`);
     console.log(`${MESSAGES} messages of ${PAYLOAD_BYTES} B at ${RATE} msg/s per scenario; storage ${JSON.stringify(TIMINGS)}`);
-    for (const s of [gatewayd, mosquitto]) await s.linked!(true);
+    for (const s of [gatewayd, spent, mosquitto]) await s.linked!(true);
     for (const [name, scenario] of SCENARIO_LIST) {
       if (!SCENARIOS.has(name)) continue;
       const t0 = performance.now();
       const out = await scenario(all);
       rows.push(...out);
       for (const row of out) {
-        const g = row.sides.find((m) => m.side === 'gatewayd');
+        const g = row.sides.find((m) => m.side === (row.gatewayd ?? 'gatewayd'));
         const q = row.sides.find((m) => m.side === 'mosquitto');
         console.log(`${row.label}: gatewayd ${g ? fmt(figures(row, g).perUnit, 1) : '-'} B/${row.unitName}, Mosquitto ${q ? fmt(figures(row, q).perUnit, 1) : '-'} B/${row.unitName} (window ${fmt(row.windowSeconds)} s; ${fmt((performance.now() - t0) / 1000)} s with setup and settle)`);
       }
@@ -502,8 +535,10 @@ export async function benchFlash(): Promise<Record<string, number>> {
     for (const p of Object.values(proxies)) await p.close();
     for (const u of Object.values(upstream)) await u.close();
   }
-  const trace = started.find((s) => s.name === 'gatewayd')?.trace;
-  for (const m of rows.flatMap((r) => r.sides)) if (trace && m.side === 'gatewayd') m.traced = trace.between(m.fromMs, m.toMs);
+  for (const m of rows.flatMap((r) => r.sides)) {
+    const trace = started.find((s) => s.name === m.side)?.trace;
+    if (trace) m.traced = trace.between(m.fromMs, m.toMs);
+  }
   for (const s of started) s.cleanUp?.();
   report(rows, results, saved.dbBytes);
   return results;

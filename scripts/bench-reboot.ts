@@ -20,7 +20,17 @@
 // --cpu=arm64 --os=linux --libc=glibc --ignore-scripts --omit=dev> run the same storm on the same
 // data directory (LMDB's files are the same on both) after the x86 runs, and print arm64/x86.
 //
-// Run: npm run bench -- reboot   (GATEWAYD_BENCH_REBOOT_DEVICES, GATEWAYD_BENCH_REBOOT_ROUNDS)
+// The first connect storm after a start (issue 36): right after the ready line, 2,000 password
+// connects of identical credentials, 50 in flight (bench/mqtt-connect's storm: connect, CONNACK,
+// disconnect), then the same storm again; beside bare aedes 1.2 started and stormed the same way
+// (its own first storm and its second). The first check of the password is one scrypt the first
+// connects share (its time on this machine is printed: it bounds the storm's p99 from below).
+// Per round the daemon starts on a data directory prepared once (one user) and ends by SIGKILL.
+//
+// Run: npm run bench -- reboot   (GATEWAYD_BENCH_REBOOT_DEVICES, GATEWAYD_BENCH_REBOOT_ROUNDS;
+// GATEWAYD_BENCH_REBOOT_PARTS=devices,storm; GATEWAYD_BENCH_REBOOT_STORM_ROUNDS, 5;
+// GATEWAYD_BENCH_REBOOT_STORM_FLAGS: more Node flags for the daemon, for an A/B;
+// GATEWAYD_BENCH_REBOOT_BEFORE=<a built checkout>: that build's daemon stormed too, in the same rounds)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent } from 'node:http';
@@ -30,14 +40,31 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import mqttPacket from 'mqtt-packet';
+import { scryptSync } from 'node:crypto';
 import { shippedNodeFlags } from './bench-footprint.js';
+import { connectOnce } from './bench-mqtt-connect.js';
+import { processCpuUs, startBareAedes } from './bench-mqtt-shipped.js';
 import { daemonEnv, httpCall, percentile } from './bench-support.js';
+
+/** A JSON call to the daemon's API (a status of 300 or more throws, with the start of the body). */
+function apiCaller(agent: Agent, port: number, timeoutMs: number) {
+  return async (method: string, path: string, body: unknown, token?: string) => {
+    const res = await httpCall(agent, port, method, path, token ? { authorization: `Bearer ${token}` } : {}, JSON.stringify(body), timeoutMs);
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.body.toString('utf8').slice(0, 300)}`);
+    return JSON.parse(res.body.toString('utf8') || 'null') as any;
+  };
+}
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const DEVICES = Number(process.env.GATEWAYD_BENCH_REBOOT_DEVICES ?? 1000);
 const ROUNDS = Number(process.env.GATEWAYD_BENCH_REBOOT_ROUNDS ?? 3);
 const HASH_COST = Number(process.env.GATEWAYD_BENCH_REBOOT_HASH_COST ?? 12);
 const ADMIN_PASSWORD = 'Bench-Adm1n-Passw0rd!';
+const PARTS = new Set(process.env.GATEWAYD_BENCH_REBOOT_PARTS?.split(',') ?? ['devices', 'storm']);
+const STORM_ROUNDS = Number(process.env.GATEWAYD_BENCH_REBOOT_STORM_ROUNDS ?? 5);
+const STORM_FLAGS = process.env.GATEWAYD_BENCH_REBOOT_STORM_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+const BEFORE = process.env.GATEWAYD_BENCH_REBOOT_BEFORE;
+const STORM_USER = { username: 'storm-device', password: 'Storm-Dev1ce-Passw0rd!' };
 const RETRY_MS = 1000;
 const RETRIES = 5;
 const BATCH = 100;
@@ -90,10 +117,11 @@ function processTotalCpuMs(pid: number): number {
 
 const envFor = (dataDir: string) => daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_LOG_LEVEL: 'warn', GATEWAYD_SET__AUTH__PASSWORDHASHCOST: String(HASH_COST) });
 
-async function startDaemon(launch: Launch, dataDir: string): Promise<{ child: ChildProcess; ready: { http: number; mqtt: number }; startedAt: number }> {
+/** `env`: the environment instead of the devices' (their hash cost, log at warn): the storm's is the daemon's defaults. */
+async function startDaemon(launch: Launch, dataDir: string, env?: Record<string, string>): Promise<{ child: ChildProcess; ready: { http: number; mqtt: number }; startedAt: number }> {
   const startedAt = performance.now();
   const [command, ...args] = launch.command;
-  const child = spawn(command!, [...args, join(launch.home, 'dist/src/main.js')], { env: envFor(dataDir), stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(command!, [...args, join(launch.home, 'dist/src/main.js')], { env: env ? daemonEnv(dataDir, ADMIN_PASSWORD, env) : envFor(dataDir), stdio: ['ignore', 'pipe', 'inherit'] });
   const ready = await new Promise<{ http: number; mqtt: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${launch.name}: no ready line within ${launch.deadlineMs} ms`)), launch.deadlineMs);
     createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -120,11 +148,7 @@ async function prepare(dataDir: string): Promise<{ passwordDevices: Device[]; to
   const { child, ready } = await startDaemon(launch, dataDir);
   const agent = new Agent({ keepAlive: true, maxSockets: 4 });
   try {
-    const call = async (method: string, path: string, body: unknown, token?: string) => {
-      const res = await httpCall(agent, ready.http, method, path, token ? { authorization: `Bearer ${token}` } : {}, JSON.stringify(body), 600_000);
-      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.body.toString('utf8').slice(0, 300)}`);
-      return JSON.parse(res.body.toString('utf8') || 'null') as any;
-    };
+    const call = apiCaller(agent, ready.http, 600_000);
     const admin = (await call('POST', '/api/login', { username: 'admin', password: ADMIN_PASSWORD })).token as string;
     const role = await call('POST', '/api/roles', { name: 'devices', isShared: true, permissions: [{ resource: 'devices/#', operation: 'readWrite', context: 'mqtt' }] }, admin);
     const device = (kind: Device['kind'], i: number): Device => ({ kind, username: `${kind}-${String(i).padStart(5, '0')}`, password: `${kind}-${i}-Passw0rd!${(i * 7919) % 10007}` });
@@ -214,9 +238,153 @@ const spread = (xs: number[], digits = 0) => {
   return s.length > 1 ? ` (${s[0]!.toFixed(digits)}–${s.at(-1)!.toFixed(digits)})` : '';
 };
 
+/** A data directory with one user allowed devices/#, its password at the daemon's default cost (as bench/mqtt's storm). */
+async function prepareStorm(dataDir: string): Promise<void> {
+  const launch: Launch = { name: 'x86-64', command: [process.execPath, ...shippedNodeFlags()], home: root, deadlineMs: 60_000 };
+  const { child, ready } = await startDaemon(launch, dataDir, {});
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const call = apiCaller(agent, ready.http, 120_000);
+    const admin = (await call('POST', '/api/login', { username: 'admin', password: ADMIN_PASSWORD })).token as string;
+    await call('POST', '/api/users', { ...STORM_USER, identityProvider: 'local', initialPermissions: [{ resource: 'devices/#', operation: 'readWrite', context: 'mqtt' }] }, admin);
+  } finally {
+    agent.destroy();
+    await stopDaemon(child, 'SIGTERM');
+  }
+}
+
+interface StormRound {
+  cpuUsPerConnect: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** p99 of the connects that started after the first CONNACK (the first ones wait for the password's one scrypt). */
+  p99AfterFirstCheckMs: number;
+}
+
+interface StormPair {
+  first: StormRound;
+  second: StormRound;
+}
+
+const STORM_CONNECTS = 2000;
+const STORM_IN_FLIGHT = 50;
+
+/** bench/mqtt-connect's storm (connectRound): STORM_CONNECTS connects, STORM_IN_FLIGHT at a time, each connect, CONNACK, disconnect. */
+async function connectStorm(port: number, cpuUs: () => number): Promise<StormRound> {
+  const started: number[] = [];
+  const latencies: number[] = [];
+  let firstAck = Infinity;
+  let next = 0;
+  const c0 = cpuUs();
+  await Promise.all(
+    Array.from({ length: STORM_IN_FLIGHT }, async () => {
+      while (next < STORM_CONNECTS) {
+        const i = next++;
+        started[i] = performance.now();
+        latencies[i] = await connectOnce(port, STORM_USER.username, STORM_USER.password);
+        firstAck = Math.min(firstAck, started[i]! + latencies[i]!);
+      }
+    }),
+  );
+  // The disconnects the broker was sent belong to the storm.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const cpu = cpuUs() - c0;
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const after = latencies.filter((_, i) => started[i]! >= firstAck).sort((a, b) => a - b);
+  return { cpuUsPerConnect: cpu / STORM_CONNECTS, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), p99AfterFirstCheckMs: percentile(after, 99) };
+}
+
+/** The first storm after a start and the one after it: the daemon (as npm start runs it, log at info) and bare aedes 1.2, alternately. */
+async function connectStorms(results: Record<string, number>): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-storm-'));
+  try {
+    await prepareStorm(dataDir);
+    const launch: Launch = { name: 'x86-64', command: [process.execPath, ...shippedNodeFlags(), ...STORM_FLAGS], home: root, deadlineMs: 120_000 };
+    const before: Launch | undefined = BEFORE ? { ...launch, command: [process.execPath, ...shippedNodeFlags()], home: BEFORE } : undefined;
+    const runs: Record<'gatewayd' | 'before' | 'aedes', StormPair[]> = { gatewayd: [], before: [], aedes: [] };
+    const kinds = before ? (['gatewayd', 'aedes', 'before'] as const) : (['gatewayd', 'aedes'] as const);
+    const scryptMs: number[] = [];
+    for (let r = 0; r < STORM_ROUNDS; r++) {
+      for (const kind of r % 2 ? [...kinds].reverse() : kinds) {
+        if (kind !== 'aedes') {
+          const { child, ready } = await startDaemon(kind === 'before' ? before! : launch, dataDir, { GATEWAYD_LOG_LEVEL: 'info' });
+          try {
+            const cpu = () => processCpuUs(child.pid!);
+            const first = await connectStorm(ready.mqtt, cpu);
+            const second = await connectStorm(ready.mqtt, cpu);
+            runs[kind].push({ first, second });
+          } finally {
+            await stopDaemon(child, 'SIGKILL');
+          }
+        } else {
+          const bare = await startBareAedes('aedes-1.2');
+          try {
+            const cpu = () => processCpuUs(bare.pid);
+            const first = await connectStorm(bare.port, cpu);
+            const second = await connectStorm(bare.port, cpu);
+            runs.aedes.push({ first, second });
+          } finally {
+            await bare.stop();
+          }
+        }
+      }
+      // One derivation of the daemon's default cost here, between the rounds (what the first connects wait for).
+      const t0 = performance.now();
+      scryptSync(STORM_USER.password, 'sixteen-byte-salt', 64, { N: 2 ** 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 });
+      scryptMs.push(performance.now() - t0);
+    }
+    const range = (xs: number[], digits = 0) => `${median(xs).toFixed(digits)}${spread(xs, digits)}`;
+    const pick = (xs: StormPair[], f: (p: StormPair) => number, digits = 0) => range(xs.map(f), digits);
+    console.log(`\nconnect storms after a start: ${STORM_ROUNDS} rounds of 2,000 password connects, 50 in flight, identical credentials (scrypt logN 15: ${range(scryptMs)} ms a derivation here)`);
+    const rows: string[][] = [['', 'storm', 'CPU µs/connect', 'CONNACK p50 ms', 'p99 ms', 'p99 after the first check']];
+    for (const [name, xs] of [['gatewayd', runs.gatewayd], ['aedes 1.2', runs.aedes], ...(before ? [['gatewayd before', runs.before] as const] : [])] as const) {
+      rows.push([name, 'first after start', pick(xs, (p) => p.first.cpuUsPerConnect), pick(xs, (p) => p.first.p50Ms, 1), pick(xs, (p) => p.first.p99Ms), pick(xs, (p) => p.first.p99AfterFirstCheckMs)]);
+      rows.push(['', 'second', pick(xs, (p) => p.second.cpuUsPerConnect), pick(xs, (p) => p.second.p50Ms, 1), pick(xs, (p) => p.second.p99Ms), pick(xs, (p) => p.second.p99AfterFirstCheckMs)]);
+    }
+    const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+    for (const r of rows) console.log(r.map((cell, c) => (c < 2 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  '));
+    const g1 = median(runs.gatewayd.map((p) => p.first.cpuUsPerConnect));
+    const g2 = median(runs.gatewayd.map((p) => p.second.cpuUsPerConnect));
+    const a1 = median(runs.aedes.map((p) => p.first.cpuUsPerConnect));
+    const a2 = median(runs.aedes.map((p) => p.second.cpuUsPerConnect));
+    // Per round (the rounds alternate, so each pair saw the same background load).
+    const ratios = runs.gatewayd.map((p, i) => p.first.cpuUsPerConnect / runs.aedes[i]!.first.cpuUsPerConnect);
+    console.log(
+      `gatewayd's first storm / aedes 1.2's first storm: ${median(ratios).toFixed(2)}${spread(ratios, 2)} per round (target ≤ 1.2); / aedes 1.2's second storm ${(g1 / a2).toFixed(2)}; ` +
+        `gatewayd first / second ${(g1 / g2).toFixed(2)}, aedes 1.2 first / second ${(a1 / a2).toFixed(2)}; gatewayd's first-storm CONNACK p99 ${median(runs.gatewayd.map((p) => p.first.p99Ms)).toFixed(0)} ms (target < 100; the first ${STORM_IN_FLIGHT} connects, ${((100 * STORM_IN_FLIGHT) / STORM_CONNECTS).toFixed(1)} %, wait for one scrypt), after the first check ${median(runs.gatewayd.map((p) => p.first.p99AfterFirstCheckMs)).toFixed(0)} ms`,
+    );
+    Object.assign(results, {
+      storm_gatewayd_first_cpu_us: g1,
+      storm_gatewayd_second_cpu_us: g2,
+      storm_aedes_first_cpu_us: a1,
+      storm_aedes_second_cpu_us: a2,
+      storm_first_ratio_to_aedes_first: median(ratios),
+      storm_gatewayd_first_p50_ms: median(runs.gatewayd.map((p) => p.first.p50Ms)),
+      storm_gatewayd_first_p99_ms: median(runs.gatewayd.map((p) => p.first.p99Ms)),
+      storm_gatewayd_first_p99_after_first_check_ms: median(runs.gatewayd.map((p) => p.first.p99AfterFirstCheckMs)),
+      storm_gatewayd_second_p99_ms: median(runs.gatewayd.map((p) => p.second.p99Ms)),
+      storm_aedes_first_p99_ms: median(runs.aedes.map((p) => p.first.p99Ms)),
+      storm_scrypt_ms: median(scryptMs),
+    });
+    if (before) {
+      const ab = runs.gatewayd.map((p, i) => p.first.cpuUsPerConnect / runs.before[i]!.first.cpuUsPerConnect);
+      console.log(`gatewayd / gatewayd before (${BEFORE}), first storm per round: ${median(ab).toFixed(2)}${spread(ab, 2)}; before's first / aedes 1.2's first ${(median(runs.before.map((p) => p.first.cpuUsPerConnect)) / a1).toFixed(2)}, its p99 ${median(runs.before.map((p) => p.first.p99Ms)).toFixed(0)} ms`);
+      results.storm_first_ratio_to_before = median(ab);
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 export async function benchReboot(): Promise<Record<string, number>> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-reboot-'));
   const results: Record<string, number> = {};
+  if (PARTS.has('storm')) await connectStorms(results);
+  if (PARTS.has('devices')) await devicesReboot(results);
+  return results;
+}
+
+async function devicesReboot(results: Record<string, number>): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-reboot-'));
   try {
     const t0 = performance.now();
     const { passwordDevices, tokenDevices } = await prepare(dataDir);
@@ -253,7 +421,6 @@ export async function benchReboot(): Promise<Record<string, number>> {
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
-  return results;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

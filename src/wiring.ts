@@ -83,9 +83,10 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   const store: Store = openStore({ dir: join(config.dataDir, 'db'), writtenBy: gatewaydVersion() });
   // When anything of the store touches the flash (docs/design.md §15): every part that keeps data as it
   // runs (broker state, bridge queues, the audit trail...) writes through it; API writes commit at once.
-  const { holdMs, commitIntervalMs, backgroundCommitMs } = config.storage;
-  const storage = createStoragePolicy({ store, timings: { holdMs, commitIntervalMs, backgroundCommitMs }, log: baseLog });
-  const flashWear = createFlashWear({ flash: config.storage.flash, log: baseLog });
+  const { holdMs, commitIntervalMs, backgroundCommitMs, flash } = config.storage;
+  const flashWear = createFlashWear({ flash, log: baseLog });
+  // Durable commits as journal frames; fast ones while the wear budget (every write of the process counts) lasts.
+  const storage = createStoragePolicy({ store, timings: { holdMs, commitIntervalMs, backgroundCommitMs }, wear: flash, readWrittenBytes: () => flashWear.writtenBytes(), journal: true, log: baseLog });
   // The audit trail (docs/design.md §14): every part logs through `log`, whose audit events also go to the store.
   const audit = createAuditTrail({
     store,
@@ -253,7 +254,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       freeDiskBytes: () => health.freeDiskBytes(),
       // Undefined while no bridge runs: the series then has no points.
       writtenBytes: () => flashWear.writtenBytes(),
-      flash: () => flashWear.projection(),
+      flash: () => ({ ...flashWear.projection(), budget: storage.stats().budget, commitIntervalMs: config.storage.commitIntervalMs }),
       bridgeQueued: () => {
         const figures = bridges.figures();
         return figures.length === 0 ? undefined : figures.reduce((n, b) => n + b.queue.messages, 0);
@@ -414,7 +415,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, site, identity, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, site, identity, storage, flashWear, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from '../src/config/index.js';
 import { inAddressRanges, parseAddressRanges } from '../src/config/address-ranges.js';
-import { STORAGE_DEFAULTS } from '../src/storage/index.js';
+import { STORAGE_DEFAULTS, WEAR_DEFAULTS } from '../src/storage/index.js';
 import { mainScript, tempDir } from './support/harness.js';
 
 const run = promisify(execFile);
@@ -117,15 +117,27 @@ describe('configuration', () => {
 
   it('takes the storage policy from the storage section, its defaults those the parts use without configuration, and refuses values out of range naming the key', async () => {
     const c = loadConfig({ env: {} });
-    expect(c.storage).to.deep.equal({ holdMs: 200, commitIntervalMs: 500, backgroundCommitMs: 30000, flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 } });
+    expect(c.storage).to.deep.equal({
+      holdMs: 200,
+      commitIntervalMs: 500,
+      backgroundCommitMs: 30000,
+      flash: { capacityBytes: 8e9, ratedWriteCycles: 1000, writeAmplification: 3, lifeYears: 10, burstBytes: 320_000_000, warnBelowYears: 5 },
+    });
     const { holdMs, commitIntervalMs, backgroundCommitMs } = c.storage;
     expect({ holdMs, commitIntervalMs, backgroundCommitMs }).to.deep.equal(STORAGE_DEFAULTS);
+    const { warnBelowYears: _warn, ...wear } = c.storage.flash;
+    expect(wear, 'the wear budget parts use without configuration').to.deep.equal(WEAR_DEFAULTS);
+    expect(loadConfig({ env: { GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES: '0', GATEWAYD_SET__STORAGE__FLASH__LIFE_YEARS: '20' } }).storage.flash).to.include({ burstBytes: 0, lifeYears: 20 });
     expect(loadConfig({ env: { GATEWAYD_SET__STORAGE__HOLD_MS: '0', GATEWAYD_SET__STORAGE__FLASH__RATED_WRITE_CYCLES: '20000' } }).storage).to.include({ holdMs: 0 });
     for (const [key, value, named] of [
       ['GATEWAYD_SET__STORAGE__HOLD_MS', '60001', 'storage.holdMs'],
       ['GATEWAYD_SET__STORAGE__COMMIT_INTERVAL_MS', '5', 'storage.commitIntervalMs'],
       ['GATEWAYD_SET__STORAGE__BACKGROUND_COMMIT_MS', '600000', 'storage.backgroundCommitMs'],
       ['GATEWAYD_SET__STORAGE__FLASH__CAPACITY_BYTES', '1000', 'storage.flash.capacityBytes'],
+      ['GATEWAYD_SET__STORAGE__FLASH__WRITE_AMPLIFICATION', '0.5', 'storage.flash.writeAmplification'],
+      ['GATEWAYD_SET__STORAGE__FLASH__LIFE_YEARS', '0', 'storage.flash.lifeYears'],
+      ['GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES', '-1', 'storage.flash.burstBytes'],
+      ['GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES', '1.5', 'storage.flash.burstBytes'],
     ] as const) {
       expect(() => loadConfig({ env: { [key]: value } }), key).to.throw(ConfigError, new RegExp(named.replace(/\./g, '\\.')));
     }

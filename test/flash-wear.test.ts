@@ -2,21 +2,11 @@
 // rate of the last hour, the warning once it falls under storage.flash.warnBelowYears (only over a
 // full window, once), and the figures on /api/dashboard of a running gateway.
 import { expect } from 'chai';
-import { createLogger } from '../src/log/index.js';
 import { createFlashWear, projectedYears, readProcessWriteBytes, WRITE_AMPLIFICATION } from '../src/storage/index.js';
-import { Writable } from 'node:stream';
+import { capturedLog } from './support/captured-log.js';
 import { startGateway } from './support/harness.js';
 
-function logSink() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const line of chunk.toString().split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { log: createLogger({ level: 'info', stream }), lines };
-}
+const logSink = () => capturedLog();
 
 describe('flash wear', () => {
   const tlc8 = { capacityBytes: 8e9, ratedWriteCycles: 1000, warnBelowYears: 5 };
@@ -72,6 +62,29 @@ describe('flash wear', () => {
     }
   });
 
+  it('leaves start-up out: the first sample is one period after the start; and says which assumptions are defaults', async () => {
+    const { log } = logSink();
+    let written = 5_000_000; // what start-up wrote before the part started
+    const wear = createFlashWear({ flash: { ...tlc8, capacityBytes: 16e9 }, log, readWrittenBytes: () => written, sampleMs: 100 });
+    await wear.part.start();
+    try {
+      written += 1_000_000; // more start-up, within the first period
+      expect(wear.projection().writtenBytesPerSecond, 'no sample at the start').to.equal(null);
+      await new Promise((r) => setTimeout(r, 150));
+      const first = written;
+      written += 4000;
+      await new Promise((r) => setTimeout(r, 300));
+      const p = wear.projection();
+      // 4 KB over a few tenths of a second: some KB/s; with start-up's megabyte in it, megabytes a second.
+      expect(p.writtenBytesPerSecond, 'only what came after the first sample').to.be.above(0).and.below(100_000);
+      expect(written - first).to.equal(4000);
+      expect(p.defaults).to.deep.equal(['ratedWriteCycles', 'writeAmplification', 'lifeYears']);
+      expect(p).to.include({ capacityBytes: 16e9, lifeYears: 10 });
+    } finally {
+      await wear.part.stop();
+    }
+  });
+
   it('answers the figures with the dashboard of a running gateway', async function () {
     this.timeout(30_000);
     const gw = await startGateway({ overrides: { storage: { flash: { capacityBytes: 16e9, ratedWriteCycles: 20000, warnBelowYears: 5 } } } });
@@ -79,7 +92,9 @@ describe('flash wear', () => {
       const admin = await gw.login();
       const res = await gw.api<{ flash?: Record<string, unknown> }>('GET', '/api/dashboard', { token: admin });
       expect(res.status).to.equal(200);
-      expect(res.body.flash).to.include({ capacityBytes: 16e9, ratedWriteCycles: 20000, writeAmplification: 3 });
+      expect(res.body.flash).to.include({ capacityBytes: 16e9, ratedWriteCycles: 20000, writeAmplification: 3, lifeYears: 10, commitIntervalMs: 500 });
+      expect(res.body.flash!.defaults).to.deep.equal(['writeAmplification', 'lifeYears']);
+      expect(res.body.flash!.budget).to.include({ mode: 'fast', burstBytes: 320_000_000, spentCount: 0 });
     } finally {
       await gw.stop();
     }

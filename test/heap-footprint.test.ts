@@ -69,6 +69,24 @@ console.log(JSON.stringify({ loaded, whileBusy, shrunkAfterMs, idle: youngGenera
     expect(r.idle).to.be.at.most(2 * MIB);
   });
 
+  it('makes its first full collection only once the process is idle (a connect storm right after ready is not paused by it)', () => {
+    const r = run(`
+let forced = 0;
+collectWhenIdle({ startMs: 200, checkMs: 100000, onFullCollection: () => forced++ });
+// Busy for 2 s (ten of its windows): no forced collection.
+const busyUntil = Date.now() + 2000;
+await new Promise((resolve) => { const step = () => { load(); if (Date.now() < busyUntil) setImmediate(step); else resolve(); }; step(); });
+await new Promise((r) => setTimeout(r, 0));
+const whileBusy = forced;
+// Idle: it comes within two windows.
+const idleSince = Date.now();
+while (forced === whileBusy && Date.now() - idleSince < 3000) await new Promise((r) => setTimeout(r, 50));
+console.log(JSON.stringify({ whileBusy, afterIdle: forced, waited: Date.now() - idleSince }));`);
+    expect(r.whileBusy, 'none while busy').to.equal(0);
+    expect(r.afterIdle, 'once idle').to.be.at.least(1);
+    expect(r.waited).to.be.below(1000);
+  });
+
   // Why switching the growth factor at run time is safe (docs/footprint.md): V8 reads it only
   // inside a scavenge, when it grows the young generation (SemiSpaceNewSpace::Grow, within the
   // GC's safepoint), and JavaScript never runs inside one. Switched between collections under

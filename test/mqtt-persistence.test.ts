@@ -3,15 +3,15 @@
 import { EventEmitter } from 'node:events';
 import { rmSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { loadConfig } from '../src/config/index.js';
-import { createLogger, type Logger } from '../src/log/index.js';
 import { createLmdbPersistence, persistenceLimits, type LmdbPersistence, type LmdbPersistenceDeps } from '../src/mqtt/persistence/index.js';
 import { literalPrefix, topicMatches } from '../src/mqtt/persistence/topic-filter.js';
 import { openStore, type Store } from '../src/store/index.js';
+import { createStoragePolicy, STORAGE_DEFAULTS } from '../src/storage/index.js';
 import { TEST_LIMITS } from './support/bare-aedes.js';
+import { capturedLog } from './support/captured-log.js';
 import { tempDir } from './support/harness.js';
 
 async function list<T = Record<string, unknown>>(stream: Readable): Promise<T[]> {
@@ -31,16 +31,7 @@ function retained(topic: string, payload: string) {
   return { cmd: 'publish', topic, payload: Buffer.from(payload), qos: 0, retain: true };
 }
 
-function capturingLogger(): { log: Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { log: createLogger({ level: 'debug', stream }), lines };
-}
+const capturingLogger = () => capturedLog('debug');
 
 describe('mqtt persistence: LMDB broker state', function () {
   this.timeout(30_000);
@@ -509,7 +500,33 @@ describe('mqtt persistence: LMDB broker state', function () {
     expect(() => loadConfig({ env: { GATEWAYD_SET__MQTT__PERSISTENCE__MAX_RETAINED_BYTES: '10' } })).to.throw(/maxRetainedBytes/);
   });
 
-  it('stages a retained QoS 0 update in the background and a QoS 1 one promptly, its publisher waiting for exactly that write', async () => {
+  it('holds a persistent session\'s SUBACK for a prompt group commit (a journal frame), not the commit interval; after a crash the subscription is back', async () => {
+    // The gateway's wiring: the journal, and an interval far beyond the test's patience.
+    const policy = createStoragePolicy({ store, timings: { holdMs: 1000, commitIntervalMs: 10_000, backgroundCommitMs: 60_000 }, journal: true });
+    let p = persistence({ policy });
+    await p.setup({ id: 'broker-1' });
+    const started = Date.now();
+    await p.addSubscriptions({ id: 'field-device' }, [{ topic: 'cmd/#', qos: 1 }]);
+    const pending = p.subscriptionsPending('field-device');
+    expect(pending, 'the SUBACK waits').to.be.instanceOf(Promise);
+    await pending;
+    expect(Date.now() - started, 'well before the 10 s interval').to.be.below(2_000);
+    expect(policy.stats()).to.include({ journalCommits: 1, committedWrites: 0 });
+    expect(p.subscriptionsPending('field-device'), 'nothing waits any more').to.equal(undefined);
+    // What kill -9 leaves: the store let go without the policy's flush; the journal brings it back.
+    await store.close();
+    await policy.close();
+    await p.destroy();
+    open.splice(open.indexOf(p), 1);
+    store = openStore({ dir });
+    const again = createStoragePolicy({ store, timings: STORAGE_DEFAULTS, journal: true });
+    p = persistence({ policy: again });
+    await p.setup({ id: 'broker-1' });
+    expect((await p.subscriptionsByClient({ id: 'field-device' })).map(({ topic, qos }) => ({ topic, qos }))).to.deep.equal([{ topic: 'cmd/#', qos: 1 }]);
+    await again.close();
+  });
+
+  it('stages retained updates in the background; a QoS 1 one becomes prompt once its publisher waits for exactly that write', async () => {
     const p = persistence();
     await p.setup({ id: 'b' });
     const flushed = sinon.spy(store, 'flushed');
@@ -518,6 +535,10 @@ describe('mqtt persistence: LMDB broker state', function () {
     expect(p.whenSettled(7), 'a publish that wrote nothing is settled at once').to.be.instanceOf(Promise);
     await p.whenSettled(7);
     expect(flushed.callCount, 'nothing committed for a QoS 0 retained update yet').to.equal(0);
+    // The gateway's own reading (nobody waits for it): in the background.
+    await p.storeRetained({ ...retained('reading', 'r1'), qos: 1, brokerCounter: 9 });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(flushed.callCount, 'nothing committed for a QoS 1 update nobody waits for').to.equal(0);
     await p.storeRetained({ ...retained('loud', 'v1'), qos: 1, brokerCounter: 8 });
     await p.whenSettled(8);
     expect(flushed.callCount, 'the QoS 1 retained update was committed (with the QoS 0 one riding along)').to.equal(1);

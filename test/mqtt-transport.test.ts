@@ -255,6 +255,42 @@ describe('mqtt broker transports and limits', function () {
       expect(tb.broker.stats().rateLimitDisconnects).to.equal(0);
     });
 
+    it('keeps reading a publisher slowed in the middle of a batch: every publish of a window of 20 in flight is acknowledged, in order', async function () {
+      // Over the allowance with many packets in one read: each must finish and let aedes read on
+      // (an aedes pause() there lost the count of the batch's packets and stalled the client for good).
+      this.timeout(40_000);
+      tb = await startBroker(access, certs, { maxPublishesPerSecond: 200, rateLimitGraceSeconds: 30 });
+      const sub = await connect(tb.port, login('reader', 'reader-pw'));
+      const inbox = collect(sub);
+      await subscribe(sub, 'data/#', 1);
+      const publisher = await connect(tb.port, login('writer', 'writer-pw'));
+      const COUNT = 1000;
+      let sent = 0;
+      let acked = 0;
+      await withTimeout(
+        new Promise<void>((resolve, reject) => {
+          const next = () => {
+            while (sent < COUNT && sent - acked < 20) {
+              publisher.publish('data/window', String(sent++), { qos: 1 }, (err) => {
+                if (err) return reject(err);
+                if (++acked === COUNT) resolve();
+                else next();
+              });
+            }
+          };
+          next();
+        }),
+        20_000,
+        'acknowledgements stopped',
+      ).catch((err: Error) => {
+        throw new Error(`${err.message} (acknowledged ${acked} of ${COUNT})`);
+      });
+      await inbox.until((m) => m.topic === 'data/window' && m.payload === String(COUNT - 1), 10_000);
+      expect(inbox.messages.filter((m) => m.topic === 'data/window').map((m) => Number(m.payload))).to.deep.equal(Array.from({ length: COUNT }, (_, i) => i));
+      expect(tb.broker.stats().rateLimitPauses).to.be.at.least(1);
+      expect(publisher.connected).to.equal(true);
+    });
+
     for (const protocolVersion of [4, 5] as const) {
       it(`disconnects a publisher that stays over its allowance past rateLimitGraceSeconds, while other clients keep working (MQTT ${protocolVersion === 5 ? '5: DISCONNECT 0x96' : '3.1.1'})`, async function () {
         tb = await startBroker(access, certs, { maxPublishesPerSecond: 50, rateLimitGraceSeconds: 0 });

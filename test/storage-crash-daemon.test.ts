@@ -1,6 +1,7 @@
-// kill -9 of the real daemon inside the storage policy's hold and inside a group-commit window
-// (issue 28 point 2): what was acknowledged survives, in order; what was not acknowledged yet was
-// never promised. The hold and the window are stretched by configuration so that the kill
+// kill -9 of the real daemon inside the storage policy's hold, inside a group-commit window
+// (issue 28 point 2) and among fast acknowledgements made durable in the commit journal while
+// compactions run (issue 36): what was acknowledged survives, in order; what was not acknowledged
+// yet was never promised. The hold and the window are stretched by configuration so that the kill
 // provably lands inside them.
 import { rmSync } from 'node:fs';
 import { expect } from 'chai';
@@ -73,7 +74,8 @@ describe('storage policy: kill -9 of the daemon inside a hold and inside a commi
 
   it('copies for a session away wait for a group commit: everything acknowledged survives kill -9 inside the next window, in order', async () => {
     const WINDOW_MS = 3000;
-    const env = { GATEWAYD_SET__STORAGE__COMMIT_INTERVAL_MS: String(WINDOW_MS) };
+    // No wear budget: every commit waits for the interval (with one, a waiting copy is committed at once).
+    const env = { GATEWAYD_SET__STORAGE__COMMIT_INTERVAL_MS: String(WINDOW_MS), GATEWAYD_SET__STORAGE__FLASH__BURST_BYTES: '0' };
     let daemon = await start(env);
     try {
       const away = await connect(daemon.port, { ...admin, clientId: 'window-away', clean: false });
@@ -98,6 +100,38 @@ describe('storage policy: kill -9 of the daemon inside a hold and inside a commi
       await back.inbox.until((m) => m.payload === 'm19');
       const got = back.inbox.messages.filter((m) => m.topic === 'window/seq').map((m) => m.payload);
       expect(got.slice(0, 20), 'every acknowledged message, in order').to.deep.equal(Array.from({ length: 20 }, (_, i) => `m${i}`));
+    } finally {
+      await daemon.stop();
+    }
+  });
+
+  it('fast acknowledgements (journal frames, compactions every 300 ms meanwhile): one message in flight, kill -9 in the last PUBACK callback, every acknowledged message survives in order', async () => {
+    const COUNT = 150;
+    const env = { GATEWAYD_SET__STORAGE__BACKGROUND_COMMIT_MS: '300' };
+    let daemon = await start(env);
+    try {
+      const away = await connect(daemon.port, { ...admin, clientId: 'fast-away', clean: false });
+      await subscribe(away, 'fast/#', 1);
+      await away.endAsync();
+      const publisher = await connect(daemon.port, { ...admin, clientId: 'fast-publisher' });
+      const started = Date.now();
+      for (let i = 0; i < COUNT - 1; i++) await puback(publisher, 'fast/seq', `m${i}`);
+      const perMessage = (Date.now() - started) / (COUNT - 1);
+      expect(perMessage, 'acknowledged as the journal commits, not once per commit interval (500 ms)').to.be.below(100);
+      await new Promise<void>((resolve, reject) =>
+        puback(publisher, 'fast/seq', `m${COUNT - 1}`).then(() => {
+          daemon.kill();
+          resolve();
+        }, reject),
+      );
+      await daemon.exited;
+      publisher.end(true);
+
+      daemon = await start(env);
+      const back = await connectWithInbox(daemon.port, { ...admin, clientId: 'fast-away', clean: false });
+      await back.inbox.until((m) => m.payload === `m${COUNT - 1}`);
+      const got = back.inbox.messages.filter((m) => m.topic === 'fast/seq').map((m) => m.payload);
+      expect(got, 'every acknowledged message, in order, once').to.deep.equal(Array.from({ length: COUNT }, (_, i) => `m${i}`));
     } finally {
       await daemon.stop();
     }

@@ -150,12 +150,14 @@ describe('storage faults', function () {
         fill(join(mountPoint, 'filler'), 64 * 1024 * 1024);
 
         // The broker is the first to find out: messages queued for the offline session cannot be
-        // stored. Every publisher still gets its PUBACK (a held acknowledgement must not wait
-        // forever for a flush that never comes), and the store's health learns of it.
+        // stored. The commit journal, written in full when it was made, takes them until it runs
+        // full (8 MiB: about 400 of these); the compaction into LMDB that follows fails. Every
+        // publisher still gets its PUBACK (a held acknowledgement must not wait forever for a
+        // flush that never comes), and the store's health learns of it.
         const flooder = await connect(port, { username: 'admin', password: ADMIN_PASSWORD });
         const payload = Buffer.alloc(16 * 1024, 1);
         let failing = false;
-        for (let i = 0; i < 200 && !failing; i++) {
+        for (let i = 0; i < 900 && !failing; i++) {
           await Promise.race([
             flooder.publishAsync('queued/x', payload, { qos: 1 }),
             new Promise((_resolve, reject) => setTimeout(() => reject(new Error(`PUBACK ${i} held for 5 s`)), 5000)),

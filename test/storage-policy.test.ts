@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { openStore, type Store } from '../src/store/index.js';
-import { createStoragePolicy, type StagedTable, type StoragePolicy } from '../src/storage/index.js';
+import { createStoragePolicy, WEAR_DEFAULTS, type StagedTable, type StoragePolicy } from '../src/storage/index.js';
 import { tempDir } from './support/harness.js';
 
 describe('storage policy', function () {
@@ -61,7 +61,7 @@ describe('storage policy', function () {
     expect(policy.stats()).to.include({ commits: 1, committedWrites: 1 });
   });
 
-  it('group-commits prompt writes: one commit for a burst, at most one per commit interval for a stream', async () => {
+  it('group-commits prompt writes: one commit for a burst; a stream someone waits for commits as it comes while the wear budget lasts', async () => {
     const tags = Array.from({ length: 50 }, (_, i) => {
       const tag = policy.ticket();
       table.put(`k${i}`, `k${i}`, `v${i}`, { class: 'prompt', tag });
@@ -70,8 +70,34 @@ describe('storage policy', function () {
     await Promise.all(tags.map((t) => policy.whenSettled(t)));
     expect(policy.stats().commits, 'a burst: one commit').to.equal(1);
     expect(onDisk('k49')).to.equal('v49');
-    // A stream: one write every 5 ms for 300 ms, with a 50 ms commit interval.
+    // A stream, one write someone waits for every 5 ms: each is committed as it comes, long before
+    // the commit interval (the first waiter leads; no other write waits with it). A long interval,
+    // so that a slow disk cannot blur the two.
+    await policy.close();
+    await store.close();
+    open({ ...timings, commitIntervalMs: 5000 });
     const before = policy.stats().commits;
+    const began = Date.now();
+    for (let i = 0; i < 20; i++) {
+      const tag = policy.ticket();
+      table.put(`s${i}`, `s${i}`, 'v', { class: 'prompt', tag });
+      await policy.whenSettled(tag);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(policy.stats().commits - before, 'one commit per write').to.equal(20);
+    expect(Date.now() - began, 'far less than one interval per write').to.be.below(5000);
+    // Each started sooner than the commit interval after the one before would have allowed (the
+    // commits themselves take what the disk takes: not timed here).
+    expect(policy.stats().fastCommits, 'sooner than the interval: the budget\'s doing').to.be.at.least(19);
+  });
+
+  it('without a wear budget (burstBytes 0) a stream is committed at most once per commit interval, and prompt writes nobody waits for always are', async () => {
+    await policy.close();
+    await store.close();
+    store = openStore({ dir });
+    policy = createStoragePolicy({ store, timings, wear: { ...WEAR_DEFAULTS, burstBytes: 0 } });
+    table = policy.table<string>('things', { keyEncoding: 'ordered-binary' });
+    expect(policy.stats().budget.mode).to.equal('off');
     const began = Date.now();
     const streamed: Promise<void>[] = [];
     for (let i = 0; i < 60; i++) {
@@ -81,10 +107,22 @@ describe('storage policy', function () {
       await new Promise((r) => setTimeout(r, 5));
     }
     await Promise.all(streamed);
-    const commits = policy.stats().commits - before;
+    const commits = policy.stats().commits;
     const elapsedIntervals = (Date.now() - began) / timings.commitIntervalMs;
     expect(commits, 'at most one commit per interval (+1 for the first)').to.be.at.most(elapsedIntervals + 2);
     expect(commits, 'but more than one').to.be.at.least(2);
+    expect(policy.stats().fastCommits).to.equal(0);
+  });
+
+  it('a prompt write nobody waits for waits for the commit interval even while the budget lasts', async () => {
+    table.put('first', 'first', 'v', { class: 'prompt' });
+    const flushedAt = Date.now(); // the interval counts from a commit's start
+    await policy.flush();
+    table.put('quiet', 'quiet', 'v', { class: 'prompt' });
+    for (let i = 0; i < 200 && onDisk('quiet') === undefined; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(onDisk('quiet')).to.equal('v');
+    expect(Date.now() - flushedAt, 'at the interval after the last commit').to.be.at.least(timings.commitIntervalMs - 10);
+    expect(policy.stats().fastCommits).to.equal(0);
   });
 
   it('lets background writes ride along with another commit, and writes them alone at their deadline', async () => {

@@ -204,6 +204,9 @@ export const configSchema = obj({
     flash: obj({
       capacityBytes: { type: 'integer', minimum: 104857600, maximum: 1099511627776 },
       ratedWriteCycles: { type: 'integer', minimum: 100, maximum: 1000000 },
+      writeAmplification: { type: 'number', minimum: 1, maximum: 20 },
+      lifeYears: { type: 'number', minimum: 1, maximum: 100 },
+      burstBytes: { type: 'integer', minimum: 0, maximum: 100000000000 },
       warnBelowYears: { type: 'number', minimum: 0, maximum: 100 },
     }),
   }),
@@ -426,10 +429,15 @@ export interface GatewayConfig {
   storage: {
     /** How long a copy a connected recipient should acknowledge stays in memory before it is written. */
     holdMs: number;
-    /** Group commit window: at most one commit of what must be durable per interval. */
+    /** What nobody waits for, or everything once the wear budget is spent: at most one durable commit per interval. */
     commitIntervalMs: number;
     /** Retained QoS 0 updates, session times, the audit trail: written within this interval (what a power cut can cost). */
     backgroundCommitMs: number;
-    flash: { capacityBytes: number; ratedWriteCycles: number; warnBelowYears: number };
+    /**
+     * The flash: its size, endurance and own write amplification (for the projected life and the
+     * wear budget), the life wanted (the budget's rate), the budget's burst allowance (0: no fast
+     * acknowledgements), and when the log warns.
+     */
+    flash: { capacityBytes: number; ratedWriteCycles: number; writeAmplification: number; lifeYears: number; burstBytes: number; warnBelowYears: number };
   };
 }

@@ -3,7 +3,7 @@
 // are the difference of two samples; gauges are read as they are. Fixed-size typed arrays: the
 // ring never grows, and GET /api/dashboard copies at most one window out of it.
 import type { Part } from '../daemon.js';
-import type { FlashProjection } from '../storage/index.js';
+import type { FlashStatus } from '../storage/index.js';
 import type { BrokerMetricsSource } from './metrics.js';
 
 export type DashboardUnit = 'count' | 'per-second' | 'bytes' | 'bytes-per-second' | 'percent';
@@ -21,8 +21,8 @@ export interface DashboardSources {
   bridgeQueued?: () => number | undefined;
   /** Bytes this process caused to be written to the block device (/proc/self/io write_bytes). */
   writtenBytes?: () => number | undefined;
-  /** The flash's projected life at the last hour's write rate (src/storage/flash-wear.ts). */
-  flash?: () => FlashProjection;
+  /** The flash's projected life at the last hour's write rate, and the wear budget (src/storage/flash-wear.ts). */
+  flash?: () => FlashStatus;
   /** Process CPU time and resident memory (defaults: this process). */
   cpuMicros?: () => number;
   rssBytes?: () => number;
@@ -41,8 +41,8 @@ export interface DashboardView {
   /** Epoch ms of each sample, oldest first. */
   times: number[];
   series: DashboardSeries[];
-  /** Writes to the flash and its projected life (when the gateway knows its flash). */
-  flash?: FlashProjection;
+  /** Writes to the flash, its projected life and the wear budget (when the gateway knows its flash). */
+  flash?: FlashStatus;
 }
 
 export interface Dashboard {

@@ -60,7 +60,17 @@ export interface MetricsSources {
   /** LMDB commits since the start (every writer's). */
   storageCommits?: () => number;
   /** Writes staged in memory by the storage policy, and its group commits. */
-  storagePolicy?: () => { stagedWrites: number; commits: number; committedWrites: number; cancelledWrites: number };
+  storagePolicy?: () => {
+    stagedWrites: number;
+    commits: number;
+    committedWrites: number;
+    journaledWrites: number;
+    cancelledWrites: number;
+    journalCommits: number;
+    journalBytes: number;
+    fastCommits: number;
+    budget: { mode: 'fast' | 'spent' | 'off'; availableBytes: number; spentCount: number };
+  };
   /** Projected years of the flash's rated endurance at the last hour's rate (null: unknown). */
   flashYears?: () => number | null;
   freeDiskBytes: () => Promise<number | undefined>;
@@ -274,15 +284,40 @@ export function createMetrics(sources: MetricsSources): Metrics {
       const n = sources.storageCommits?.();
       if (n !== undefined) set(n);
     });
-    metric('gauge', 'gatewayd_storage_staged_writes', 'Writes the storage policy holds in memory, not on flash yet.', [], (set) => {
+    metric('gauge', 'gatewayd_storage_staged_writes', 'Writes the storage policy holds in memory, not in LMDB yet (journaled ones included).', [], (set) => {
       const p = sources.storagePolicy?.();
       if (p) set(p.stagedWrites);
     });
-    metric('counter', 'gatewayd_storage_writes_total', 'Staged writes by outcome: committed to flash, or cancelled (acknowledged within the hold, never written).', ['outcome'], (set) => {
+    metric('counter', 'gatewayd_storage_writes_total', 'Staged writes by outcome: committed to LMDB, journaled (durable in the commit journal), or cancelled (acknowledged within the hold, never written).', ['outcome'], (set) => {
       const p = sources.storagePolicy?.();
       if (!p) return;
       set(p.committedWrites, { outcome: 'committed' });
+      set(p.journaledWrites, { outcome: 'journaled' });
       set(p.cancelledWrites, { outcome: 'cancelled' });
+    });
+    metric('counter', 'gatewayd_storage_journal_commits_total', 'Commits made as commit journal frames (one synced write each).', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.journalCommits);
+    });
+    metric('counter', 'gatewayd_storage_journal_written_bytes_total', 'Bytes of commit journal frames written (whole 4 KiB blocks).', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.journalBytes);
+    });
+    metric('counter', 'gatewayd_storage_fast_commits_total', 'Commits started at once because someone waited for them, sooner than storage.commitIntervalMs (the wear budget allowed it).', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.fastCommits);
+    });
+    metric('gauge', 'gatewayd_storage_wear_budget_bytes', 'Bytes left in the wear budget (storage.flash.burstBytes at most).', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.budget.availableBytes);
+    });
+    metric('gauge', 'gatewayd_storage_wear_budget_spent', '1 while the wear budget is spent: acknowledgements that wait for the flash wait for storage.commitIntervalMs.', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.budget.mode === 'spent' ? 1 : 0);
+    });
+    metric('counter', 'gatewayd_storage_wear_budget_spent_total', 'Times the wear budget ran empty since the start.', [], (set) => {
+      const p = sources.storagePolicy?.();
+      if (p) set(p.budget.spentCount);
     });
     metric('gauge', 'gatewayd_storage_flash_projected_years', "Years until the flash's rated endurance is used at the last hour's write rate (storage.flash).", [], (set) => {
       const y = sources.flashYears?.();

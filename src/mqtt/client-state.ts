@@ -32,8 +32,8 @@ export class ClientState {
   retainedFirst: RetainedFirst | undefined = undefined;
   /** Since when the client publishes faster than its allowance (undefined: it does not). */
   overLimitSince: number | undefined;
-  /** Its socket is not read until its allowance has a token again. */
-  slowed = false;
+  /** Publishes waiting for a token of its allowance, in order (undefined: none waits). */
+  waiting: (() => void)[] | undefined = undefined;
   /** Dropped for staying over its allowance: what it still sent before the close is refused. */
   rateDropped = false;
   /** Revoked or deleted: no more decisions are granted, the connection is being closed. */

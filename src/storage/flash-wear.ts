@@ -2,11 +2,16 @@
 // the block device (/proc/self/io `write_bytes`, the kernel's count, journal lines to a pipe not
 // included), the commits of the store, and the projected life of the gateway's flash at the last
 // hour's rate. The log warns once when that projection falls under storage.flash.warnBelowYears.
+// The first sample is taken a minute after the start, so the rate is the gateway's running one
+// without its start-up (a first start makes the CA and the commit journal): the method of the
+// figures in footprint.md, which measure after a settle.
 import { readFileSync } from 'node:fs';
 import type { Part } from '../daemon.js';
 import type { Logger } from '../log/index.js';
+import { WEAR_DEFAULTS } from './storage-defaults.js';
+import type { WearBudgetState } from './wear-budget.js';
 
-/** The flash's own write amplification on top of what the process writes (eMMC: 2–4). */
+/** The flash's own write amplification on top of what the process writes (eMMC: 2–4): storage.flash.writeAmplification's default. */
 export const WRITE_AMPLIFICATION = 3;
 const SECONDS_PER_YEAR = 365.25 * 24 * 3600;
 /** One sample a minute, an hour of them: the rate of the projection. */
@@ -16,8 +21,15 @@ const WINDOW_SAMPLES = 60;
 export interface FlashSpec {
   capacityBytes: number;
   ratedWriteCycles: number;
+  /** Default WRITE_AMPLIFICATION. */
+  writeAmplification?: number;
+  /** The life wanted (the wear budget's); default WEAR_DEFAULTS.lifeYears. */
+  lifeYears?: number;
   warnBelowYears: number;
 }
+
+/** The storage.flash settings a projection assumes. */
+export type FlashAssumption = 'capacityBytes' | 'ratedWriteCycles' | 'writeAmplification' | 'lifeYears';
 
 export interface FlashProjection {
   /** Bytes the process caused to be written per second over the window (null: not known yet, or no /proc/self/io). */
@@ -29,6 +41,15 @@ export interface FlashProjection {
   capacityBytes: number;
   ratedWriteCycles: number;
   writeAmplification: number;
+  lifeYears: number;
+  /** The assumptions still at their defaults (storage.flash.<name> not set for this flash). */
+  defaults: FlashAssumption[];
+}
+
+/** The projection with the wear budget's state and the interval commits fall back to (the overview's flash card). */
+export interface FlashStatus extends FlashProjection {
+  budget: WearBudgetState;
+  commitIntervalMs: number;
 }
 
 export interface FlashWear {
@@ -51,9 +72,9 @@ export function readProcessWriteBytes(): number | undefined {
 }
 
 /** Years of rated endurance at `bytesPerSecond` (Infinity when nothing is written). */
-export function projectedYears(spec: Pick<FlashSpec, 'capacityBytes' | 'ratedWriteCycles'>, bytesPerSecond: number): number {
+export function projectedYears(spec: Pick<FlashSpec, 'capacityBytes' | 'ratedWriteCycles' | 'writeAmplification'>, bytesPerSecond: number): number {
   if (bytesPerSecond <= 0) return Infinity;
-  return (spec.capacityBytes * spec.ratedWriteCycles) / (WRITE_AMPLIFICATION * bytesPerSecond * SECONDS_PER_YEAR);
+  return (spec.capacityBytes * spec.ratedWriteCycles) / ((spec.writeAmplification ?? WRITE_AMPLIFICATION) * bytesPerSecond * SECONDS_PER_YEAR);
 }
 
 export function createFlashWear(deps: { flash: FlashSpec; log: Logger; readWrittenBytes?: () => number | undefined; now?: () => number; sampleMs?: number }): FlashWear {
@@ -64,7 +85,13 @@ export function createFlashWear(deps: { flash: FlashSpec; log: Logger; readWritt
   let timer: NodeJS.Timeout | undefined;
 
   function projection(): FlashProjection {
-    const base = { capacityBytes: deps.flash.capacityBytes, ratedWriteCycles: deps.flash.ratedWriteCycles, writeAmplification: WRITE_AMPLIFICATION };
+    const assumed = {
+      capacityBytes: deps.flash.capacityBytes,
+      ratedWriteCycles: deps.flash.ratedWriteCycles,
+      writeAmplification: deps.flash.writeAmplification ?? WRITE_AMPLIFICATION,
+      lifeYears: deps.flash.lifeYears ?? WEAR_DEFAULTS.lifeYears,
+    };
+    const base = { ...assumed, defaults: (Object.keys(assumed) as FlashAssumption[]).filter((k) => assumed[k] === WEAR_DEFAULTS[k]) };
     const first = samples[0];
     const last = samples[samples.length - 1];
     if (!first || !last || last.at <= first.at) return { ...base, writtenBytesPerSecond: null, windowSeconds: 0, projectedYears: null };
@@ -100,7 +127,7 @@ export function createFlashWear(deps: { flash: FlashSpec; log: Logger; readWritt
     part: {
       name: 'flash-wear',
       start: async () => {
-        sample();
+        // Not at once: start-up's writes are not the gateway's running rate (see the header).
         timer = setInterval(sample, deps.sampleMs ?? SAMPLE_MS);
         timer.unref();
       },

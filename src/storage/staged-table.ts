@@ -6,6 +6,11 @@
 // Writes of one owner (a session's queue, a bridge's queue) reach the disk in the order they were
 // first staged: a commit that takes one of them takes every earlier staged write of that owner,
 // so after a crash the disk never holds a message without the ones queued before it.
+//
+// "The disk" is LMDB and the commit journal (commit-journal.ts): a write made durable in the
+// journal stays here (journaled: reads still see it, LMDB does not have it yet) until a compaction
+// writes it to LMDB. A write that replaces a journaled one must be in that compaction too
+// (overJournal): the compaction makes the journal's frames redundant, the older value with them.
 import { compareKeys, type Database, type Key, type RangeOptions } from 'lmdb';
 import type { WriteLedger, WriteTag } from './write-ledger.js';
 
@@ -50,7 +55,13 @@ export interface StagedWrite<V = unknown> {
   dueAt: number;
   readonly owner: string | undefined;
   tags: WriteTag[] | undefined;
-  state: 'staged' | 'committing' | 'done';
+  /**
+   * staged: in memory only; journaling: in a journal frame being written; journaled: durable in
+   * the journal, not in LMDB yet; committing: in an LMDB commit under way; done: left the table.
+   */
+  state: 'staged' | 'journaling' | 'journaled' | 'committing' | 'done';
+  /** It replaces a journaled write (or one being journaled): the next compaction must write it. */
+  overJournal: boolean;
   /**
    * Whether the key may be on disk: true once an earlier write of this id was committed (or is
    * being committed), false for a fresh key, 'unknown' until looked up.
@@ -74,11 +85,40 @@ export interface TableHost {
   cancelled(): void;
 }
 
+/** The options of a database that change how its keys and values are stored (the journal records them). */
+export interface TableEncoding {
+  keyEncoding?: string;
+  encoding?: string;
+}
+
+/** Whether a write is durable in the journal (or about to be) but not in LMDB. */
+const inJournal = <V>(w: StagedWrite<V>): boolean => w.state === 'journaling' || w.state === 'journaled';
+
 const URGENCY: Record<WriteClass, number> = { prompt: 0, held: 1, background: 2 };
+
+/**
+ * Whether the key may be in LMDB once `prev` (the write a new one replaces) is through: an LMDB
+ * commit puts it there; the journal does not (LMDB holds what it held before `prev`).
+ */
+function onDiskAfter<V>(prev: StagedWrite<V>): boolean | 'unknown' {
+  return inJournal(prev) ? prev.mayBeOnDisk : true;
+}
+
+/** A write replacing `prev` must reach LMDB in the compaction that retires `prev`'s journal frame. */
+function replacesJournaled<V>(prev: StagedWrite<V>): boolean {
+  return inJournal(prev) || (prev.state === 'staged' && prev.overJournal);
+}
 
 export class StagedTable<V> {
   readonly #staged = new Map<string, StagedWrite<V>>();
+  /** Per owner, its writes not durable yet (staged, or in a commit under way), in staging order. */
   readonly #owners = new Map<string, Map<string, StagedWrite<V>>>();
+  /**
+   * Per owner, its journaled writes (durable, not in LMDB yet): kept apart so that the owner-order
+   * rule looks only at what is not durable yet (a long queue journaled write by write would make
+   * every commit walk all of it).
+   */
+  readonly #journaledOwners = new Map<string, Map<string, StagedWrite<V>>>();
   /** Told of every write lost to a failed commit (its owner's counts are then wrong otherwise). */
   onLost: ((write: StagedWrite<V>) => void) | undefined;
 
@@ -89,6 +129,8 @@ export class StagedTable<V> {
     private readonly host: TableHost,
     /** Keys are raw bytes (keyEncoding 'binary'): ordered byte by byte. */
     private readonly binaryKeys = false,
+    /** How the database stores keys and values (a journal record says so, for its replay). */
+    readonly encoding: TableEncoding = {},
   ) {}
 
   /** Stages a put; false when the store cannot write (counted as a failed write, nothing staged). */
@@ -104,7 +146,7 @@ export class StagedTable<V> {
       this.#hasten(prev, how.class);
       return true;
     }
-    this.#stage(id, key, value, how, prev !== undefined ? true : how.fresh ? false : 'unknown');
+    this.#stage(id, key, value, how, prev !== undefined ? onDiskAfter(prev) : how.fresh ? false : 'unknown', prev !== undefined && replacesJournaled(prev));
     return true;
   }
 
@@ -142,7 +184,7 @@ export class StagedTable<V> {
     }
     // Nothing staged or committing and nothing on disk: nothing to remove.
     if (!prev && !this.db.doesExist(key)) return;
-    this.#stage(id, key, REMOVED, { class: cls, owner: how.owner, tag: how.tag }, true);
+    this.#stage(id, key, REMOVED, { class: cls, owner: how.owner, tag: how.tag }, prev ? onDiskAfter(prev) : true, prev !== undefined && replacesJournaled(prev));
   }
 
   /** The value of `id`: a staged write first, else the database. */
@@ -162,9 +204,17 @@ export class StagedTable<V> {
     return this.#staged.values();
   }
 
-  /** The staged writes of one owner, in the order they were first staged. */
-  stagedOf(owner: string): IterableIterator<StagedWrite<V>> {
-    return (this.#owners.get(owner) ?? new Map<string, StagedWrite<V>>()).values();
+  /** The writes of one owner LMDB does not hold yet (the latest of each id): journaled ones first, then the others in the order they were first staged. */
+  *stagedOf(owner: string): IterableIterator<StagedWrite<V>> {
+    const journaled = this.#journaledOwners.get(owner);
+    if (journaled) for (const w of journaled.values()) if (this.#staged.get(w.id) === w) yield w;
+    const writes = this.#owners.get(owner);
+    if (writes) yield* writes.values();
+  }
+
+  /** Someone waits for `write` (a lazy write of a tag they wait for): it is prompt now, if still staged. */
+  awaited(write: StagedWrite<V>): void {
+    if (write.state === 'staged' && this.#staged.get(write.id) === write) this.#hasten(write, 'prompt');
   }
 
   /** Makes the held writes of an owner due now (its client left, its link went down). */
@@ -250,9 +300,33 @@ export class StagedTable<V> {
     if (writes) yield* writes.values();
   }
 
+  /**
+   * `write` is durable in the journal: whoever waited for it is answered; it stays (reads see it)
+   * until a compaction writes it to LMDB.
+   */
+  journaled(write: StagedWrite<V>): void {
+    write.state = 'journaled';
+    this.#settle(write);
+    if (write.owner === undefined) return;
+    const writes = this.#owners.get(write.owner);
+    if (writes?.get(write.id) === write) {
+      writes.delete(write.id);
+      if (writes.size === 0) this.#owners.delete(write.owner);
+    }
+    let journaled = this.#journaledOwners.get(write.owner);
+    if (!journaled) this.#journaledOwners.set(write.owner, (journaled = new Map()));
+    journaled.set(write.id, write);
+  }
+
+  /** Whether `write` is still the latest write of its id (a journaled one may have been replaced since). */
+  current(write: StagedWrite<V>): boolean {
+    return this.#staged.get(write.id) === write;
+  }
+
   /** The commit of `write` ended (written, or failed: `lost`): it leaves the table unless a newer write replaced it. */
   finished(write: StagedWrite<V>, lost = false): void {
     write.state = 'done';
+    this.#dropJournaled(write);
     if (this.#staged.get(write.id) === write) this.#forget(write);
     this.#settle(write);
     if (lost) this.onLost?.(write);
@@ -263,11 +337,12 @@ export class StagedTable<V> {
     for (const w of this.#staged.values()) w.state = 'done';
     this.#staged.clear();
     this.#owners.clear();
+    this.#journaledOwners.clear();
   }
 
   // ------------------------------------------------------------------ internals
 
-  #stage(id: string, key: Key, value: V | typeof REMOVED, how: WriteHow, mayBeOnDisk: boolean | 'unknown'): void {
+  #stage(id: string, key: Key, value: V | typeof REMOVED, how: WriteHow, mayBeOnDisk: boolean | 'unknown', overJournal = false): void {
     const write: StagedWrite<V> = {
       table: this,
       id,
@@ -279,6 +354,7 @@ export class StagedTable<V> {
       tags: undefined,
       state: 'staged',
       mayBeOnDisk,
+      overJournal,
     };
     this.#addTag(write, how.tag);
     this.#staged.set(id, write);
@@ -304,7 +380,8 @@ export class StagedTable<V> {
   #addTag(write: StagedWrite<V>, tag: WriteTag | undefined): void {
     if (tag === undefined) return;
     (write.tags ??= []).push(tag);
-    this.host.ledger.opened(tag);
+    // A background write someone may wait for: prompt once they do (WriteLedger).
+    this.host.ledger.opened(tag, write.cls === 'background' ? write : undefined);
   }
 
   #settle(write: StagedWrite<V>): void {
@@ -321,5 +398,14 @@ export class StagedTable<V> {
     if (writes?.get(write.id) !== write) return;
     writes.delete(write.id);
     if (writes.size === 0) this.#owners.delete(write.owner);
+  }
+
+  /** A journaled write left (compacted, or replaced and its compaction done): off its owner's journaled list. */
+  #dropJournaled(write: StagedWrite<V>): void {
+    if (write.owner === undefined) return;
+    const journaled = this.#journaledOwners.get(write.owner);
+    if (journaled?.get(write.id) !== write) return;
+    journaled.delete(write.id);
+    if (journaled.size === 0) this.#journaledOwners.delete(write.owner);
   }
 }

@@ -1,18 +1,28 @@
 // The storage policy (docs/design.md §15, docs/footprint.md "Flash"): one place decides when anything the
 // daemon keeps in its LMDB environment touches the flash. Memory first: a write is staged and
 // reaches the disk only when its class says it must (staged-table.ts), in group commits
-// (commit-scheduler.ts). An acknowledgement still means what it meant: whoever waits for a write
-// (write-ledger.ts) is answered once it is durable, or once the recipient that needed it has it.
-import type { DatabaseOptions, Key } from 'lmdb';
+// (commit-scheduler.ts): journal frames for what someone waits for (commit-journal.ts), LMDB
+// commits for the rest and to compact the journal, as the wear budget allows (wear-budget.ts). An
+// acknowledgement still means what it meant: whoever waits for a write (write-ledger.ts) is
+// answered once it is durable, or once the recipient that needed it has it.
+import { randomInt } from 'node:crypto';
+import type { Database, DatabaseOptions, Key } from 'lmdb';
 import type { Logger } from '../log/index.js';
 import type { Store } from '../store/index.js';
-import { CommitScheduler, type CommitFigures, type CommitTimings } from './commit-scheduler.js';
-import { StagedTable, type TableHost, type WriteClass } from './staged-table.js';
+import { CommitScheduler, type CommitFigures, type CommitTimings, type JournalPort } from './commit-scheduler.js';
+import { JOURNAL_BYTES, openCommitJournal, type CommitJournal, type JournalRecord } from './commit-journal.js';
+import { REMOVED, StagedTable, type StagedWrite, type TableHost, type WriteClass } from './staged-table.js';
+import { WEAR_DEFAULTS } from './storage-defaults.js';
+import { createWearBudget, type WearBudgetSpec, type WearBudgetState } from './wear-budget.js';
 import { WriteLedger, type WriteTag } from './write-ledger.js';
 
 export interface StoragePolicyStats extends CommitFigures {
-  /** Writes staged in memory now. */
+  /** Writes staged in memory now (journaled ones included: LMDB does not have them yet). */
   stagedWrites: number;
+  /** The wear budget now. */
+  budget: WearBudgetState;
+  /** The commit journal (null: durable commits are LMDB commits). */
+  journal: { bytes: number; direct: boolean } | null;
 }
 
 export interface StoragePolicy {
@@ -28,7 +38,7 @@ export interface StoragePolicy {
   whenSettled(tag: WriteTag): Promise<void>;
   /** Whether writes carrying `tag` are still staged. */
   pending(tag: WriteTag): boolean;
-  /** Commits everything staged now, held writes too; resolves once it is on disk. */
+  /** Commits everything staged now, held writes too, into LMDB; resolves once it is on disk. */
   flush(): Promise<void>;
   /** Flushes, then stops scheduling (before the store closes). */
   close(): Promise<void>;
@@ -36,23 +46,96 @@ export interface StoragePolicy {
 }
 
 export interface StoragePolicyDeps {
-  store: Pick<Store, 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'openDatabase' | 'onReopen' | 'beforeSnapshot'>;
+  store: Pick<Store, 'dir' | 'isOpen' | 'flushed' | 'noteWriteFailure' | 'writeHealth' | 'onWriteHealthChange' | 'openDatabase' | 'onReopen' | 'beforeSnapshot'>;
   timings: CommitTimings;
+  /** The wear budget (storage.flash; default WEAR_DEFAULTS). burstBytes 0: every durable commit waits for the interval. */
+  wear?: WearBudgetSpec;
+  /** The process's write_bytes, for the budget (the daemon's: /proc/self/io); default: only journal frames are counted. */
+  readWrittenBytes?: () => number | undefined;
+  /** Durable commits as journal frames in the store's directory (the daemon); default: LMDB commits. */
+  journal?: boolean;
   log?: Logger;
   now?: () => number;
 }
 
+/** The database holding the journal's marker: which generation LMDB already holds. */
+const MARKER_DB = 'storage-journal';
+const MARKER_KEY = 'marker';
+
+interface JournalMarker {
+  epoch: number;
+  /** Every frame of this generation and earlier is in LMDB. */
+  generation: number;
+}
+
 export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
-  const { store } = deps;
+  const { store, log } = deps;
   const now = deps.now ?? Date.now;
-  const ledger = new WriteLedger();
   const tables = new Map<string, { table: StagedTable<unknown>; options: DatabaseOptions }>();
   const stagedCount = () => {
     let n = 0;
     for (const { table } of tables.values()) n += table.size;
     return n;
   };
-  const scheduler = new CommitScheduler({ store, timings: deps.timings, now, stagedCount });
+  let journal: { file: CommitJournal; port: JournalPort } | undefined;
+
+  /** Opens the journal, replays what LMDB does not hold yet, and starts a new generation. */
+  function startJournal(): void {
+    let file: CommitJournal;
+    try {
+      file = openCommitJournal({ dir: store.dir });
+    } catch (error) {
+      // A read-only or full file system: durable commits are LMDB commits, as without a journal.
+      log?.warn('storage: the commit journal cannot be created; acknowledgements wait for LMDB commits', { error });
+      return;
+    }
+    const markers = store.openDatabase<JournalMarker, string>(MARKER_DB);
+    const marker = markers.get(MARKER_KEY);
+    const last = file.readLast();
+    const epoch = marker?.epoch ?? randomInt(1, 2 ** 32 - 1);
+    let generation = marker?.generation ?? 0;
+    if (marker && last && last.epoch === marker.epoch && last.generation > marker.generation) {
+      // Acknowledged and not compacted before the process ended: into LMDB, with the marker, in one transaction.
+      const dbs = new Map<string, Database>();
+      const db = (r: JournalRecord) => {
+        let d = dbs.get(r.table);
+        if (!d) dbs.set(r.table, (d = store.openDatabase(r.table, r.options as DatabaseOptions)));
+        return d;
+      };
+      markers.transactionSync(() => {
+        for (const r of last.records) {
+          if (r.removed) db(r).removeSync(r.key as Key);
+          else db(r).putSync(r.key as Key, r.value);
+        }
+        markers.putSync(MARKER_KEY, { epoch, generation: last.generation });
+      });
+      generation = last.generation;
+      log?.info('storage: the commit journal was replayed into the store', { frames: last.frames, writes: last.records.length });
+    } else if (!marker) markers.putSync(MARKER_KEY, { epoch, generation });
+    file.begin(epoch, generation + 1);
+    const port: JournalPort = {
+      size: JOURNAL_BYTES,
+      encode: (writes) => file.encode(writes.map(toRecord)),
+      frameBytes: (payload) => file.frameBytes(payload),
+      free: () => file.free(),
+      append: (payload) => file.append(payload),
+      frames: () => file.frames,
+      markCompacted: () => markers.put(MARKER_KEY, { epoch, generation: file.generation }),
+      compacted: () => file.begin(epoch, file.generation + 1),
+    };
+    journal = { file, port };
+  }
+  if (deps.journal) startJournal();
+  // After the journal: its making on a first start (written in full once) is start-up, not the running gateway's wear.
+  const budget = createWearBudget({ spec: deps.wear ?? WEAR_DEFAULTS, readWrittenBytes: deps.readWrittenBytes ?? (() => undefined), now, log });
+  const scheduler = new CommitScheduler({ store, timings: deps.timings, now, stagedCount, budget, journal: () => journal?.port, writable: () => store.writeHealth().writable });
+  store.onWriteHealthChange((health) => {
+    if (health.writable) scheduler.writableAgain();
+  });
+  const ledger = new WriteLedger((lazy) => {
+    for (const w of (lazy ?? []) as StagedWrite[]) w.table.awaited(w as never);
+    scheduler.awaited();
+  });
 
   const host: TableHost = {
     ledger,
@@ -84,6 +167,12 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
       entry.table.db = store.openDatabase(entry.table.name, entry.options);
     }
     ledger.settleAll();
+    // The journal went with the replaced store's directory: the restored one gets its own.
+    if (journal) {
+      journal.file.close();
+      journal = undefined;
+      startJournal();
+    }
   });
 
   return {
@@ -91,7 +180,8 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
     table<V>(name: string, options: DatabaseOptions = {}) {
       const known = tables.get(name);
       if (known) return known.table as StagedTable<V>;
-      const table = new StagedTable<V>(name, store.openDatabase<V, Key>(name, options), host, options.keyEncoding === 'binary');
+      const encoding = { keyEncoding: options.keyEncoding, encoding: options.encoding };
+      const table = new StagedTable<V>(name, store.openDatabase<V, Key>(name, options), host, options.keyEncoding === 'binary', encoding);
       tables.set(name, { table: table as StagedTable<unknown>, options });
       return table;
     },
@@ -102,7 +192,20 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
     close: async () => {
       await scheduler.flushAll();
       scheduler.stop();
+      budget.stop();
+      journal?.file.close();
+      journal = undefined;
     },
-    stats: () => ({ ...scheduler.figures, stagedWrites: stagedCount() }),
+    stats: () => ({
+      ...scheduler.figures,
+      stagedWrites: stagedCount(),
+      budget: budget.state(),
+      journal: journal ? { bytes: JOURNAL_BYTES, direct: journal.file.direct } : null,
+    }),
   };
+}
+
+function toRecord(w: StagedWrite): JournalRecord {
+  const removed = w.value === REMOVED;
+  return { table: w.table.name, options: w.table.encoding, key: w.key, removed, value: removed ? undefined : w.value };
 }

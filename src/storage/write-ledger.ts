@@ -3,7 +3,9 @@
 // or a ticket of a caller that awaits its own writes (a SUBACK, a bdSeq). A tag is settled once
 // every write that carries it is either committed and flushed, or cancelled because the
 // recipient that needed it acknowledged it first. A write that replaces an uncommitted one takes
-// over its tags: the newer value is what will reach the disk.
+// over its tags: the newer value is what will reach the disk. A write may be lazy (background):
+// it becomes prompt only once someone waits for its tag (a retained QoS 1 value from a client is;
+// the same from the gateway's own mapping is not).
 
 /** A publish (aedes' brokerCounter, > 0) or a ticket from `WriteLedger.ticket()` (< 0). */
 export type WriteTag = number;
@@ -11,11 +13,19 @@ export type WriteTag = number;
 interface OpenTag {
   writes: number;
   waiters: (() => void)[] | undefined;
+  /** Lazy writes carrying the tag: handed to onAwaited when someone starts waiting. */
+  lazy: object[] | undefined;
 }
 
 export class WriteLedger {
   readonly #open = new Map<WriteTag, OpenTag>();
   #nextTicket = -1;
+
+  /**
+   * Someone started waiting for staged writes (the commit scheduler then commits without waiting
+   * for the interval); `lazy`: the lazy writes of that tag, to be made prompt.
+   */
+  constructor(private readonly onAwaited: (lazy: readonly object[] | undefined) => void = () => undefined) {}
 
   /** A tag of its own for a caller that awaits the writes it issues (negative: never a brokerCounter). */
   ticket(): WriteTag {
@@ -24,11 +34,14 @@ export class WriteLedger {
     return t;
   }
 
-  /** A write carrying `tag` was staged. */
-  opened(tag: WriteTag): void {
-    const open = this.#open.get(tag);
+  /** A write carrying `tag` was staged (`lazy`: it, when it waits for a waiter to become prompt). */
+  opened(tag: WriteTag, lazy?: object): void {
+    let open = this.#open.get(tag);
     if (open) open.writes++;
-    else this.#open.set(tag, { writes: 1, waiters: undefined });
+    else this.#open.set(tag, (open = { writes: 1, waiters: undefined, lazy: undefined }));
+    if (lazy === undefined) return;
+    if (open.waiters) this.onAwaited([lazy]);
+    else (open.lazy ??= []).push(lazy);
   }
 
   /** A write carrying `tag` reached the disk, or is no longer needed. */
@@ -49,7 +62,11 @@ export class WriteLedger {
   whenSettled(tag: WriteTag): Promise<void> {
     const open = this.#open.get(tag);
     if (!open) return Promise.resolve();
-    return new Promise((resolve) => (open.waiters ??= []).push(resolve));
+    const waiting = new Promise<void>((resolve) => (open.waiters ??= []).push(resolve));
+    const lazy = open.lazy;
+    open.lazy = undefined;
+    this.onAwaited(lazy);
+    return waiting;
   }
 
   /** Tags with staged writes (for stats; O(1)). */

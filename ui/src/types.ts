@@ -179,6 +179,10 @@ export interface FlashProjection {
   capacityBytes: number;
   ratedWriteCycles: number;
   writeAmplification: number;
+  lifeYears: number;
+  defaults: ('capacityBytes' | 'ratedWriteCycles' | 'writeAmplification' | 'lifeYears')[];
+  budget: { mode: 'fast' | 'spent' | 'off'; availableBytes: number; burstBytes: number; bytesPerSecond: number; lifeYears: number; spentSince: number | null; spentCount: number };
+  commitIntervalMs: number;
 }
 export interface DashboardView {
   intervalSeconds: number;

@@ -3,7 +3,9 @@
 // - Nobody vouches for a will left by a client of another (dead) broker instance (client null),
 //   nor for anonymous or revoked clients.
 // - The publish rate limit (mqtt.maxPublishesPerSecond, a token bucket per connection): over it,
-//   the socket is paused until a token is back; over it for rateLimitGraceSeconds, disconnected.
+//   a publish waits for a token, and every publish after it waits behind it (their order is
+//   kept); aedes reads the client's socket on only once the packets it read are handled, so the
+//   client is slowed at its TCP window. Over it for rateLimitGraceSeconds: disconnected.
 // - $SYS is reserved; the topic gets the user's publishPrefix before the write check, and the
 //   packet is rewritten so that delivery, retained messages and wills use the prefixed topic.
 // - A retained message the store cannot write now is refused rather than acknowledged and lost.
@@ -24,18 +26,25 @@ export function createAuthorizePublish(ctx: BrokerContext): AuthorizePublishHook
     log.info('mqtt publish refused, disconnecting', { clientId: client.id, username: st.principal?.username, topic, reason });
   };
 
-  /** Stops reading a client's socket until its publish allowance has a token again. */
-  const slowDown = (client: Client, st: ClientState): void => {
-    if (st.slowed) return;
-    // aedes 2's Client has pause()/resume() (stop and restart reading its socket), untyped.
-    const reader = client as unknown as { pause(): void; resume(): void };
-    st.slowed = true;
+  /**
+   * Lets `go` run once the client's allowance has a token for it and for every publish queued
+   * before it. Not aedes' pause()/resume(): a packet of the batch being handled that finishes while
+   * paused is not counted down (aedes' nextBatch returns early), and one resume() counts down one:
+   * with two or more, aedes never read that client's socket again.
+   */
+  const waitForToken = (client: Client, st: ClientState, go: () => void): void => {
+    const queue = (st.waiting ??= []);
+    queue.push(go);
+    if (queue.length > 1) return;
     counters.rateLimitPauses++;
-    setTimeout(() => {
-      st.slowed = false;
-      if (!client.closed) reader.resume();
-    }, Math.max(1, st.bucket.msUntilToken())).unref();
-    reader.pause();
+    const release = () => {
+      const now = Date.now();
+      // A client that closed meanwhile: aedes refuses what it still has to handle.
+      while (queue.length > 0 && (client.closed || st.bucket.take(now))) queue.shift()!();
+      if (queue.length > 0) setTimeout(release, Math.max(1, st.bucket.msUntilToken())).unref();
+      else if (st.waiting === queue) st.waiting = undefined;
+    };
+    setTimeout(release, Math.max(1, st.bucket.msUntilToken())).unref();
   };
 
   return (client, packet, callback) => {
@@ -49,7 +58,7 @@ export function createAuthorizePublish(ctx: BrokerContext): AuthorizePublishHook
     // The will is published while the client closes: not subject to the rate limit.
     if (!client.closed) {
       const now = Date.now();
-      if (!st.bucket.take(now)) {
+      if (st.waiting !== undefined || !st.bucket.take(now)) {
         st.overLimitSince ??= now;
         if (now - st.overLimitSince >= cfg.rateLimitGraceSeconds * 1000) {
           st.rateDropped = true;
@@ -68,14 +77,25 @@ export function createAuthorizePublish(ctx: BrokerContext): AuthorizePublishHook
           }
           return;
         }
-        // Slowed down, not dropped: this publish goes through, the next ones wait.
-        slowDown(client, st);
+        // Slowed down, not dropped: this publish waits for its token, behind those waiting already.
+        const principal = st.principal;
+        return waitForToken(client, st, () => {
+          // Revoked or dropped while it waited: refused as one arriving now would be.
+          if (st.revoked) return callback(new Error('publish not authorized'));
+          if (st.rateDropped) return callback(new Error('publish rate limit exceeded'));
+          decide(client, st, principal, packet, callback);
+        });
       } else if (st.overLimitSince !== undefined && st.bucket.level(now) >= 0.5) {
         st.overLimitSince = undefined; // calm again: half its burst has refilled
       }
     }
+    decide(client, st, st.principal, packet, callback);
+  };
+
+  /** Within its allowance: the topic, the permission and the store decide. */
+  function decide(client: Client, st: ClientState, principal: NonNullable<ClientState['principal']>, packet: { topic: string; retain?: boolean }, callback: (error?: Error | null) => void): void {
     const raw = packet.topic;
-    const prefix = st.principal.publishPrefix;
+    const prefix = principal.publishPrefix;
     const topic = prefix ? prefix + raw : raw;
     if (isSysTopic(raw) || isSysTopic(topic)) {
       publishRefused(client, st, topic, '$SYS is reserved');
@@ -83,7 +103,7 @@ export function createAuthorizePublish(ctx: BrokerContext): AuthorizePublishHook
     }
     let ok = st.writeCache.lookup(topic);
     if (ok === undefined) {
-      ok = allows(ctx, st.principal, 'write', topic);
+      ok = allows(ctx, principal, 'write', topic);
       st.writeCache.store(topic, ok);
     }
     if (!ok) {
@@ -101,5 +121,5 @@ export function createAuthorizePublish(ctx: BrokerContext): AuthorizePublishHook
     if (prefix) packet.topic = topic; // delivery, retained store and QoS 2 dedup use the prefixed topic
     counters.messagesReceived++;
     callback(null);
-  };
+  }
 }

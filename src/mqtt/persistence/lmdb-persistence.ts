@@ -222,10 +222,12 @@ export class LmdbPersistence {
   // ------------------------------------------------------------------ retained
 
   async storeRetained(packet: RetainedPacket): Promise<void> {
-    // Coalesced per topic until written: a QoS 0 update in the background (a power cut costs at
-    // most the background interval), a QoS 1/2 one promptly, and its publisher's acknowledgement waits for it.
+    // Coalesced per topic until written, in the background (a power cut costs at most the
+    // background interval of updates). A QoS 1/2 update carries its publish's tag: when its
+    // publisher waits for it (a client's PUBACK, a durable data-plane publish) it becomes prompt
+    // (WriteLedger); the gateway's own readings (the mapping) nobody waits for stay in the background.
     const qos = packet.qos as number | undefined;
-    const how: WriteHow = qos !== undefined && qos > 0 ? { class: 'prompt', tag: publishIdOf(packet) } : { class: 'background' };
+    const how: WriteHow = qos !== undefined && qos > 0 ? { class: 'background', tag: publishIdOf(packet) } : { class: 'background' };
     const refusal = this.#state.retained.store(packet, how);
     if (refusal) this.#retainedRefused(packet.topic, refusal);
   }

@@ -5,11 +5,12 @@ import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Loading } from '../components/feedback.js';
 import { SiteCard } from '../components/site-status.js';
-import { formatBytes, formatDate, plural } from '../components/widgets.js';
+import { formatDate, plural } from '../components/widgets.js';
 import { useAsync } from '../hooks.js';
 import { Link } from '../router.js';
 import { can, session } from '../session.js';
-import type { DashboardView, FlashProjection, MaintenanceStatus, MappingResource, Pagination, PendingRegistration, RegistryStatus } from '../types.js';
+import type { MaintenanceStatus, MappingResource, Pagination, PendingRegistration, RegistryStatus } from '../types.js';
+import { FlashCard } from './flash-card.js';
 
 function Card<T>(props: { title: string; href: string; load: () => Promise<T>; children: (data: T) => ComponentChildren }) {
   const data = useAsync(props.load, []);
@@ -63,39 +64,6 @@ function countStates(list: MappingResource[]): string {
   const counts = new Map<string, number>();
   for (const r of list) counts.set(r.currentState, (counts.get(r.currentState) ?? 0) + 1);
   return [...counts].map(([state, n]) => `${n} ${state}`).join(', ');
-}
-
-/** The flash's wear in words: what the gateway writes, and how long its flash lasts at that rate. */
-function FlashWear(props: { flash: FlashProjection | undefined }) {
-  const f = props.flash;
-  if (!f) return <p>Not measured on this system.</p>;
-  const flash = `${formatBytes(f.capacityBytes)} flash rated for ${f.ratedWriteCycles.toLocaleString('en')} write cycles`;
-  if (f.writtenBytesPerSecond === null) return <p>Measuring the write rate (a first figure after a minute).</p>;
-  const over = f.windowSeconds >= 3600 ? 'the last hour' : `the last ${Math.max(1, Math.round(f.windowSeconds / 60))} min`;
-  return (
-    <dl class="facts">
-      <dt>Writes</dt>
-      <dd>
-        {formatBytes(f.writtenBytesPerSecond)}/s over {over}
-      </dd>
-      <dt>Projected life</dt>
-      <dd>
-        {f.projectedYears === null ? 'nothing written' : f.projectedYears >= 100 ? 'more than 100 years' : `${f.projectedYears.toFixed(f.projectedYears < 10 ? 1 : 0)} years`} of the {flash} (write amplification {f.writeAmplification})
-      </dd>
-    </dl>
-  );
-}
-
-function FlashCard() {
-  // `since` now: the flash figures without the samples the charts already show.
-  const data = useAsync(() => api<DashboardView>('GET', '/api/dashboard', { query: { since: Date.now() } }), []);
-  return (
-    <section class="card" aria-labelledby="card-flash">
-      <h2 id="card-flash">Flash wear</h2>
-      <ErrorMessage error={data.error} />
-      {data.data === undefined ? data.error ? null : <Loading /> : <FlashWear flash={data.data.flash} />}
-    </section>
-  );
 }
 
 export function OverviewPage() {
