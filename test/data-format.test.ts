@@ -4,7 +4,7 @@
 // format, an older archive is migrated when restored. The "older" store here is the format-1 layout
 // made from today's: what releases before 1.0.0 wrote (the audit index without its category and
 // endpoint keys); test/upgrade-from-releases.test.ts runs the real earlier releases.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { MIGRATIONS, readDataFormat, stepsFrom } from '../src/data-format/index.
 import { createLogger } from '../src/log/index.js';
 import { backupBytes, beforeUpgradeArchives, upgradeDataDirectory } from '../src/maintenance/data-upgrade.js';
 import { maintenancePaths } from '../src/maintenance/paths.js';
+import { createStoragePolicy } from '../src/storage/index.js';
 import { gatewaydVersion } from '../src/maintenance/version.js';
 import { DATA_FORMAT_VERSION, DataFormatError, FORMAT_KEY, FORMAT_WRITTEN_BY_KEY, OLDEST_DATA_FORMAT, openStore, STORE_FILE, type IndexKey } from '../src/store/index.js';
 import { daemonTestEnv, mainScript, startGateway, tempDir, type TestGateway } from './support/harness.js';
@@ -140,6 +141,41 @@ describe('the data format', function () {
         await store.close();
       }
     });
+  });
+
+  it('an acknowledged write the commit journal holds and LMDB does not yet reaches the store before the copy and the migration', async () => {
+    // What kill -9 leaves between a journal frame and its compaction, on a store of an older format
+    // (no release of format 1 had the journal: this is the rule for every later format change).
+    const old = await formatOneDataDir();
+    const dir = join(old.dataDir, 'db');
+    const store = openStore({ dir, acceptOlderFormat: true });
+    const policy = createStoragePolicy({ store, timings: { holdMs: 200, commitIntervalMs: 50, backgroundCommitMs: 60_000 }, journal: true });
+    const table = policy.table<string>('journal-check', { keyEncoding: 'ordered-binary' });
+    const tag = policy.ticket();
+    table.put('k', 'k', 'acknowledged before the upgrade', { class: 'prompt', tag });
+    await policy.whenSettled(tag);
+    expect(table.db.get('k'), 'in the journal only').to.equal(undefined);
+    await store.close();
+    await policy.close();
+
+    const { log, lines } = recordingLogger();
+    const outcome = await upgradeDataDirectory({ dataDir: old.dataDir, log });
+    expect(outcome.action).to.equal('migrated');
+    const messages = lines.map((l) => l.message);
+    expect(messages.indexOf('storage: the commit journal was replayed into the store'), 'replayed before the migration').to.be.within(0, messages.indexOf('data format migrated'));
+    const valueIn = (dbDir: string) => {
+      const s = openStore({ dir: dbDir, acceptOlderFormat: true });
+      try {
+        return s.openDatabase<string, string>('journal-check', { keyEncoding: 'ordered-binary' }).get('k');
+      } finally {
+        void s.close();
+      }
+    };
+    expect(valueIn(dir), 'in the migrated store').to.equal('acknowledged before the upgrade');
+    const unpacked = join(old.dataDir, 'unpacked-copy');
+    mkdirSync(unpacked);
+    execFileSync('tar', ['-xzf', (outcome as { backup: string }).backup, '-C', unpacked, 'db/data.mdb']);
+    expect(valueIn(join(unpacked, 'db')), 'in the copy taken before the migration').to.equal('acknowledged before the upgrade');
   });
 
   it('a migration cut in the middle commits nothing: the store stays format 1 as it was, a start afterwards migrates (one copy kept)', async () => {

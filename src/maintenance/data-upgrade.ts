@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { migrateStore, readDataFormat, type FoundDataFormat, type MigrationReport } from '../data-format/index.js';
 import type { Logger } from '../log/index.js';
 import { DATA_FORMAT_VERSION, DataFormatError, OLDEST_DATA_FORMAT, openStore } from '../store/index.js';
+import { replayCommitJournalIn } from '../storage/index.js';
 import { fsyncDir, listDir, remove } from './fs-util.js';
 import { ARCHIVE_SUFFIX, BEFORE_UPGRADE_ID_PATTERN, beforeUpgradeIdFor, maintenancePaths, type MaintenancePaths } from './paths.js';
 import { recoverMaintenanceFiles } from './recovery.js';
@@ -91,8 +92,11 @@ export async function upgradeDataDirectory(deps: DataUpgradeDeps): Promise<DataU
   log.lifecycle('data format upgrade: copying the data as it is first', { from, to: DATA_FORMAT_VERSION, backup: join(p.beforeUpgrade, `${id}${ARCHIVE_SUFFIX}`) });
   const store = openStore({ dir: p.db, acceptOlderFormat: true, writtenBy: version });
   const work = join(p.tmp, `upgrade-${id}`);
-  let step = 'copying the data';
+  let step = 'replaying the commit journal';
   try {
+    // What was acknowledged and is only in the journal is in the older format: into the store first.
+    replayCommitJournalIn(store, log);
+    step = 'copying the data';
     const { file, bytes } = await writeStoreArchive({ store, workDir: work, dir: p.beforeUpgrade, id, gatewaydVersion: version, dataFormat: from, createdAt: () => now().toISOString(), bytesPerSecond: 0 });
     await remove(work);
     // One copy per format: an earlier one (an upgrade tried before, then rolled back) is older data.

@@ -6,3 +6,4 @@ export { JOURNAL_BYTES, JOURNAL_FILE } from './commit-journal.js';
 export type { WriteTag } from './write-ledger.js';
 export { STORAGE_DEFAULTS, WEAR_DEFAULTS } from './storage-defaults.js';
 export { createFlashWear, projectedYears, readProcessWriteBytes, WRITE_AMPLIFICATION, type FlashAssumption, type FlashProjection, type FlashSpec, type FlashStatus, type FlashWear } from './flash-wear.js';
+export { replayCommitJournalIn } from './journal-replay.js';

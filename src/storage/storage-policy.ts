@@ -6,11 +6,12 @@
 // acknowledgement still means what it meant: whoever waits for a write (write-ledger.ts) is
 // answered once it is durable, or once the recipient that needed it has it.
 import { randomInt } from 'node:crypto';
-import type { Database, DatabaseOptions, Key } from 'lmdb';
+import type { DatabaseOptions, Key } from 'lmdb';
 import type { Logger } from '../log/index.js';
 import type { Store } from '../store/index.js';
 import { CommitScheduler, type CommitFigures, type CommitTimings, type JournalPort } from './commit-scheduler.js';
 import { JOURNAL_BYTES, openCommitJournal, type CommitJournal, type JournalRecord } from './commit-journal.js';
+import { MARKER_DB, MARKER_KEY, replayCommitJournal, type JournalMarker } from './journal-replay.js';
 import { REMOVED, StagedTable, type StagedWrite, type TableHost, type WriteClass } from './staged-table.js';
 import { WEAR_DEFAULTS } from './storage-defaults.js';
 import { createWearBudget, type WearBudgetSpec, type WearBudgetState } from './wear-budget.js';
@@ -58,16 +59,6 @@ export interface StoragePolicyDeps {
   now?: () => number;
 }
 
-/** The database holding the journal's marker: which generation LMDB already holds. */
-const MARKER_DB = 'storage-journal';
-const MARKER_KEY = 'marker';
-
-interface JournalMarker {
-  epoch: number;
-  /** Every frame of this generation and earlier is in LMDB. */
-  generation: number;
-}
-
 export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
   const { store, log } = deps;
   const now = deps.now ?? Date.now;
@@ -90,28 +81,9 @@ export function createStoragePolicy(deps: StoragePolicyDeps): StoragePolicy {
       return;
     }
     const markers = store.openDatabase<JournalMarker, string>(MARKER_DB);
-    const marker = markers.get(MARKER_KEY);
-    const last = file.readLast();
-    const epoch = marker?.epoch ?? randomInt(1, 2 ** 32 - 1);
-    let generation = marker?.generation ?? 0;
-    if (marker && last && last.epoch === marker.epoch && last.generation > marker.generation) {
-      // Acknowledged and not compacted before the process ended: into LMDB, with the marker, in one transaction.
-      const dbs = new Map<string, Database>();
-      const db = (r: JournalRecord) => {
-        let d = dbs.get(r.table);
-        if (!d) dbs.set(r.table, (d = store.openDatabase(r.table, r.options as DatabaseOptions)));
-        return d;
-      };
-      markers.transactionSync(() => {
-        for (const r of last.records) {
-          if (r.removed) db(r).removeSync(r.key as Key);
-          else db(r).putSync(r.key as Key, r.value);
-        }
-        markers.putSync(MARKER_KEY, { epoch, generation: last.generation });
-      });
-      generation = last.generation;
-      log?.info('storage: the commit journal was replayed into the store', { frames: last.frames, writes: last.records.length });
-    } else if (!marker) markers.putSync(MARKER_KEY, { epoch, generation });
+    let marker = replayCommitJournal(store, file, log);
+    if (!marker) markers.putSync(MARKER_KEY, (marker = { epoch: randomInt(1, 2 ** 32 - 1), generation: 0 }));
+    const { epoch, generation } = marker;
     file.begin(epoch, generation + 1);
     const port: JournalPort = {
       size: JOURNAL_BYTES,
