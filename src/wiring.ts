@@ -87,7 +87,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   });
   const log = audit.logger(baseLog);
   const events = createAccessEvents();
-  const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
+  const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost, maxConcurrent: config.auth.maxConcurrentPasswordHashes });
   const engine = createPermissionEngine({ store, events });
   const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });
