@@ -7,6 +7,10 @@
 // The parser also reports a CONNECT of an unknown protocol level first to the broker (its
 // 'error' listener, ahead of aedes'). Both listeners are shared by every parser ('this' is the
 // parser, which carries its client and aedes' listener): no closures per connection.
+// Before any of that, the first byte of a connection must start a CONNECT [MQTT-3.1.0-1]: aedes
+// checks only a whole parsed packet, so a first PUBLISH declaring 256 KiB was buffered up to
+// mqtt.maxPacketSizeBytes for up to connectTimeoutMs (the class of Mosquitto's CVE-2023-0809,
+// refused there from the first byte too). Such a connection is closed before anything is kept.
 import type { EventEmitter } from 'node:events';
 import type { GatewayClient } from './client-state.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
@@ -15,6 +19,7 @@ import type { InboundPacket } from './packet-types.js';
 const CLIENT = Symbol('gatewayd.client');
 const AEDES_LISTENER = Symbol('gatewayd.aedesListener');
 const ON_ERROR = Symbol('gatewayd.onError');
+const CONNECT = 1;
 
 type ParserErrorHandler = (client: GatewayClient, err: Error) => void;
 interface WatchedParser extends EventEmitter {
@@ -31,8 +36,57 @@ function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
   this[AEDES_LISTENER].call(this, packet);
 }
 
+/** The parser's parse until the first byte arrived: that byte must be a CONNECT's. */
+function parseFirstBytes(this: WatchedParser & { parse(buf: Buffer): number }, buf: Buffer): number {
+  if (buf.length === 0) return 0;
+  // The prototype's parse from now on (the own property goes, the parser keeps its shape).
+  delete (this as { parse?: unknown }).parse;
+  if (buf[0]! >> 4 !== CONNECT) {
+    this.emit('error', new Error('first packet is not CONNECT'));
+    return 0;
+  }
+  return this.parse(buf);
+}
+
 function parserError(this: WatchedParser, err: Error): void {
   this[ON_ERROR](this[CLIENT], err);
+}
+
+interface ConnectingClient {
+  closed: boolean;
+  connackSent: boolean;
+  _parsingBatch: number;
+  conn: { read(): Buffer | null; on(event: 'readable', l: () => void): unknown; removeListener(event: 'readable', l: () => void): unknown };
+}
+
+/**
+ * Serves a client whose connect sequence is held after its CONNACK (the replay of its session's
+ * queue waits for its Receive Maximum, mqtt5/flow-control.ts) until the returned function is
+ * called. aedes handles packets that came with the CONNECT only once the sequence ends, and reads
+ * no more while one waits: the acknowledgements that would free the quota were never read, and a
+ * client that waits for its SUBACK or PINGRESP before acknowledging waited forever (found by the
+ * MQTT ingress fuzz target). So the waiting packets are handled now, in order, and the connection
+ * is read as data comes, as aedes does for packets that arrive after the CONNACK.
+ */
+export function serveWhileConnecting(client: GatewayClient): () => void {
+  const parser = client._parser as (WatchedParser & { _queue?: InboundPacket[] | null; parse(buf: Buffer): number }) | undefined;
+  const c = client as unknown as ConnectingClient;
+  if (!parser || parser[AEDES_LISTENER] === undefined || !c.connackSent || c.closed) return () => {};
+  const waiting = parser._queue;
+  if (waiting && waiting.length > 0) {
+    parser._queue = null; // aedes' own dequeue at the end of the sequence finds nothing left
+    for (const packet of waiting) {
+      // aedes counted it when it queued it; its listener counts it again and handles it at once.
+      c._parsingBatch--;
+      parser[AEDES_LISTENER].call(parser, packet);
+    }
+  }
+  const read = () => {
+    for (let chunk = c.conn.read(); chunk !== null && !c.closed; chunk = c.conn.read()) parser.parse(chunk);
+  };
+  c.conn.on('readable', read);
+  read();
+  return () => void c.conn.removeListener('readable', read);
 }
 
 /** False when the parser has an unexpected shape (a changed dependency). */
@@ -47,5 +101,6 @@ export function watchInboundPackets(client: GatewayClient, onError: ParserErrorH
   parser.removeAllListeners('packet');
   parser.on('packet', inboundPacket);
   parser.prependListener('error', parserError);
+  (parser as unknown as { parse: typeof parseFirstBytes }).parse = parseFirstBytes;
   return true;
 }
