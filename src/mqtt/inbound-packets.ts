@@ -36,7 +36,15 @@ function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
   this[AEDES_LISTENER].call(this, packet);
 }
 
-/** The parser's parse until the first byte arrived: that byte must be a CONNECT's. */
+/** An MQTT 5 CONNACK refusing with 0x95 Packet too large. */
+const CONNACK_TOO_LARGE_V5 = Buffer.from([0x20, 0x03, 0x00, 0x95, 0x00]);
+
+/**
+ * The parser's parse until the first bytes arrived: they must start a CONNECT. aedes refuses a
+ * CONNECT above the maximum packet size from its fixed header (before its body is buffered) by
+ * closing; an MQTT 5 client, whose protocol level is in these first bytes, is told why first
+ * with CONNACK 0x95 [MQTT-4.13.1-1 allows a CONNACK >= 0x80 before the close].
+ */
 function parseFirstBytes(this: WatchedParser & { parse(buf: Buffer): number }, buf: Buffer): number {
   if (buf.length === 0) return 0;
   // The prototype's parse from now on (the own property goes, the parser keeps its shape).
@@ -45,7 +53,27 @@ function parseFirstBytes(this: WatchedParser & { parse(buf: Buffer): number }, b
     this.emit('error', new Error('first packet is not CONNECT'));
     return 0;
   }
+  const client = this[CLIENT] as GatewayClient & { broker?: { maximumPacketSize?: number }; conn?: { writable?: boolean; write(b: Buffer): unknown } };
+  const max = client.broker?.maximumPacketSize ?? 0;
+  if (max > 0 && connectTooLargeV5(buf, max) && client.conn?.writable) client.conn.write(CONNACK_TOO_LARGE_V5);
   return this.parse(buf);
+}
+
+/** Whether these first bytes are an MQTT 5 CONNECT declaring more than `max` bytes in all. */
+function connectTooLargeV5(buf: Buffer, max: number): boolean {
+  let remaining = 0;
+  let mul = 1;
+  let i = 1;
+  for (; i < 5; i++) {
+    const b = buf[i];
+    if (b === undefined) return false;
+    remaining += (b & 0x7f) * mul;
+    mul *= 128;
+    if ((b & 0x80) === 0) break;
+  }
+  if (i === 5 || 1 + i + remaining <= max) return false;
+  const nameLength = buf.length > i + 2 ? buf.readUInt16BE(i + 1) : -1;
+  return nameLength === 4 && buf[i + 3 + nameLength] === 5;
 }
 
 function parserError(this: WatchedParser, err: Error): void {

@@ -1,0 +1,91 @@
+// What a malformed or oversized first packet meets (issue 35 point 3): nothing is buffered for
+// a connection whose first byte does not start a CONNECT [MQTT-3.1.0-1], and a CONNECT declaring
+// more than mqtt.maxPacketSizeBytes is refused from its fixed header — MQTT 5 clients with
+// CONNACK 0x95 first, MQTT 3.1.1 ones (which have no code for it) by the close; a connected
+// MQTT 5 client's oversized packet gets DISCONNECT 0x95 [MQTT-3.2.2-15] (the 3.1.1 case is in
+// test/mqtt-transport.test.ts).
+import net from 'node:net';
+import { once } from 'node:events';
+import { expect } from 'chai';
+import mqttPacket from 'mqtt-packet';
+import { endAllClients, makeCerts, startBroker, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { StaticMqttAccess } from './support/static-mqtt-access.js';
+
+const user = { username: 'device', password: 'Device-Passw0rd!' };
+
+/** A raw connection: what the broker sends back, and when it closes. */
+async function raw(port: number): Promise<{ socket: net.Socket; received: () => Buffer; closed: Promise<unknown> }> {
+  const socket = net.connect(port, '127.0.0.1');
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.on('error', () => {});
+  const closed = once(socket, 'close');
+  await once(socket, 'connect');
+  return { socket, received: () => Buffer.concat(chunks), closed };
+}
+
+describe('MQTT ingress limits before and at CONNECT', function () {
+  this.timeout(20_000);
+  let certs: Certs;
+  let tb: TestBroker;
+  before(async () => {
+    certs = await makeCerts();
+    tb = await startBroker(new StaticMqttAccess([{ ...user, permissions: [{ resource: '#', operation: 'readWrite' }] }]), certs, { maxPacketSizeBytes: 4096 });
+  });
+  after(async () => {
+    await endAllClients();
+    await tb.stop();
+    await certs.cleanup();
+  });
+
+  for (const [name, header] of [
+    ['a PUBLISH header declaring 200 KiB', [0x30, 0x80, 0xb4, 0x0c]],
+    ['TLS on the plain port', [0x16, 0x03, 0x01, 0x02, 0x00]],
+    ['a PINGREQ', [0xc0, 0x00]],
+  ] as const) {
+    it(`closes a connection whose first packet is ${name}, at once and without an answer`, async () => {
+      const c = await raw(tb.port);
+      c.socket.write(Buffer.from(header));
+      await withTimeout(c.closed, 2000, 'connection not closed');
+      expect(c.received()).to.have.length(0);
+    });
+  }
+
+  it('refuses an MQTT 5 CONNECT declaring more than maxPacketSizeBytes with CONNACK 0x95, from its header alone', async () => {
+    const oversized = tb.broker.stats().oversizeDisconnects;
+    const c = await raw(tb.port);
+    // Fixed header (remaining length 100,000), protocol name, level 5: the body never comes.
+    c.socket.write(Buffer.from([0x10, 0xa0, 0x8d, 0x06, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x05]));
+    await withTimeout(c.closed, 2000, 'connection not closed');
+    expect([...c.received()]).to.deep.equal([0x20, 0x03, 0x00, 0x95, 0x00]);
+    expect(tb.broker.stats().oversizeDisconnects).to.equal(oversized + 1);
+  });
+
+  it('closes an MQTT 3.1.1 connection whose CONNECT declares more than maxPacketSizeBytes, without a CONNACK (3.1.1 has no code for it)', async () => {
+    const c = await raw(tb.port);
+    c.socket.write(Buffer.from([0x10, 0xa0, 0x8d, 0x06, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x04]));
+    await withTimeout(c.closed, 2000, 'connection not closed');
+    expect(c.received()).to.have.length(0);
+  });
+
+  it('sends a connected MQTT 5 client DISCONNECT 0x95 for a PUBLISH declaring more than maxPacketSizeBytes', async () => {
+    const c = await raw(tb.port);
+    const parser = mqttPacket.parser({ protocolVersion: 5 });
+    const packets: mqttPacket.Packet[] = [];
+    parser.on('packet', (p: mqttPacket.Packet) => packets.push(p));
+    c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+    c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId: 'big-sender', keepalive: 30, username: user.username, password: Buffer.from(user.password) }, { protocolVersion: 5 }));
+    await withTimeout(
+      new Promise<void>((resolve) => parser.once('packet', () => resolve())),
+      2000,
+      'no CONNACK',
+    );
+    expect(packets[0]).to.include({ cmd: 'connack', reasonCode: 0 });
+    c.socket.write(Buffer.from([0x30, 0x80, 0x80, 0x01])); // PUBLISH declaring 16,384 bytes
+    await withTimeout(c.closed, 2000, 'connection not closed');
+    expect(packets.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode])).to.deep.equal([
+      ['connack', 0],
+      ['disconnect', 0x95],
+    ]);
+  });
+});
