@@ -30,9 +30,15 @@ export function parseAndVerifyCsr(der: Buffer): VerifiedCsr {
   let sigOid: string;
   let signature: Buffer;
   try {
-    const top = children(parseDer(der), 'CertificationRequest');
-    if (top.length !== 3) throw new Error('CertificationRequest');
+    // Every element of RFC 2986 with its own tag: children() alone took any constructed element
+    // (an outer tag 0x33 passed; openssl refuses it — found by the certificate fuzz target).
+    const { SEQUENCE } = asn1.Type;
+    const root = parseDer(der);
+    if (!isUniversal(root, SEQUENCE)) throw new Error('CertificationRequest');
+    const top = children(root, 'CertificationRequest');
+    if (top.length !== 3 || !isUniversal(top[0], SEQUENCE) || !isUniversal(top[1], SEQUENCE)) throw new Error('CertificationRequest');
     cri = children(top[0], 'CertificationRequestInfo');
+    if (!isUniversal(cri[1], SEQUENCE) || !isUniversal(cri[2], SEQUENCE)) throw new Error('subject or subjectPKInfo');
     // Verify over the bytes exactly as received, not a re-encoding.
     const criElement = readElement(der, readElement(der, 0).contentStart);
     criDer = der.subarray(criElement.start, criElement.end);
