@@ -119,6 +119,30 @@ async function executeChecked<I, S>(target: NorthTarget<I, S>, state: S, input: 
   stats.slowestMs = Math.max(stats.slowestMs, ms);
 }
 
+/** Exceptions nobody catches while a run or replay goes on: findings of the input that was running. */
+function captureUncaught() {
+  let uncaught: unknown;
+  const onUncaught = (err: unknown) => {
+    uncaught ??= err;
+  };
+  process.on('uncaughtException', onUncaught);
+  process.on('unhandledRejection', onUncaught);
+  return {
+    /** Throws the first one seen since the last check (after a turn of the event loop). */
+    async check(): Promise<void> {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (uncaught === undefined) return;
+      const err = uncaught as Error;
+      uncaught = undefined;
+      throw new FuzzFinding(`uncaught ${err?.constructor?.name ?? typeof err}: ${String(err?.message ?? err).slice(0, 300)}`);
+    },
+    stop() {
+      process.removeListener('uncaughtException', onUncaught);
+      process.removeListener('unhandledRejection', onUncaught);
+    },
+  };
+}
+
 function saveFinding(target: string, bytes: Buffer, note: Record<string, unknown>): string {
   const dir = regressionsDir(target);
   mkdirSync(dir, { recursive: true });
@@ -136,12 +160,16 @@ export async function runNorthTarget<I, S>(target: NorthTarget<I, S>, options: {
   const meter = meterBuffers();
   const stats = { slowestMs: 0, slowOnce: 0 };
   let executions = 0;
+  // An exception nobody catches (an 'error' event without a listener, a rejected promise nobody
+  // awaits) would end the process: it is a finding of the input that was running.
+  const uncaught = captureUncaught();
   const started = performance.now();
   try {
     const details = await fc.check(
       fc.asyncProperty(target.arbitrary(state), async (input) => {
         executions++;
         await executeChecked(target, state, input, meter, stats);
+        await uncaught.check();
       }),
       { seed: options.seed, numRuns: Number.MAX_SAFE_INTEGER, interruptAfterTimeLimit: options.timeMs, markInterruptAsFailure: false },
     );
@@ -166,6 +194,7 @@ export async function runNorthTarget<I, S>(target: NorthTarget<I, S>, options: {
     log(`fuzz ${target.name}: ${executions} executions in ${(ms / 1000).toFixed(1)} s (${Math.round(executions / (ms / 1000))}/s), ${findings.length} findings, slowest ${stats.slowestMs.toFixed(1)} ms, ${stats.slowOnce} slow once`);
     return { target: target.name, seed: options.seed, executions, ms, findings, ...stats };
   } finally {
+    uncaught.stop();
     meter.restore();
     await target.teardown(state);
   }
@@ -181,16 +210,21 @@ export async function replayNorthRegressions<I, S>(target: NorthTarget<I, S>): P
   }
   const state = await target.setup();
   const meter = meterBuffers();
+  const uncaught = captureUncaught();
   const failures: string[] = [];
   try {
     for (const file of files) {
       try {
         await executeChecked(target, state, target.decode(readFileSync(join(regressionsDir(target.name), file))), meter, { slowestMs: 0, slowOnce: 0 });
+        // What fails later (an 'error' event of a stream left behind) needs a moment to show.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await uncaught.check();
       } catch (err) {
         failures.push(`${file}: ${(err as Error).message}`);
       }
     }
   } finally {
+    uncaught.stop();
     meter.restore();
     await target.teardown(state);
   }

@@ -7,4 +7,5 @@ import type { NorthTarget } from './north-support.js';
 export const northTargets: Record<string, () => Promise<NorthTarget<any, any>>> = {
   'mqtt-ingress': async () => (await import('./mqtt-ingress-target.js')).mqttIngressTarget,
   certs: async () => (await import('./certs-target.js')).certsTarget,
+  archive: async () => (await import('./archive-target.js')).archiveTarget,
 };
