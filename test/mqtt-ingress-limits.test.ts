@@ -3,12 +3,12 @@
 // more than mqtt.maxPacketSizeBytes is refused from its fixed header — MQTT 5 clients with
 // CONNACK 0x95 first, MQTT 3.1.1 ones (which have no code for it) by the close; a connected
 // MQTT 5 client's oversized packet gets DISCONNECT 0x95 [MQTT-3.2.2-15] (the 3.1.1 case is in
-// test/mqtt-transport.test.ts).
+// test/mqtt-transport.test.ts). Client ids that name Object members are ids like others.
 import net from 'node:net';
 import { once } from 'node:events';
 import { expect } from 'chai';
 import mqttPacket from 'mqtt-packet';
-import { endAllClients, makeCerts, startBroker, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
+import { collect, connect, endAllClients, makeCerts, startBroker, subscribe, withTimeout, type Certs, type TestBroker } from './support/mqtt-test-kit.js';
 import { StaticMqttAccess } from './support/static-mqtt-access.js';
 
 const user = { username: 'device', password: 'Device-Passw0rd!' };
@@ -87,5 +87,20 @@ describe('MQTT ingress limits before and at CONNECT', function () {
       ['connack', 0],
       ['disconnect', 0x95],
     ]);
+  });
+
+  it('serves clients whose ids are the names of Object members (__proto__, constructor, toString), a takeover included: they ended the process', async () => {
+    for (const clientId of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) {
+      const first = await connect(tb.port, { ...user, clientId });
+      const again = await connect(tb.port, { ...user, clientId }); // takes the session over
+      const inbox = collect(again);
+      await subscribe(again, `ids/${clientId}`, 1);
+      await again.publishAsync(`ids/${clientId}`, 'ok', { qos: 1 });
+      expect((await inbox.until((m) => m.topic === `ids/${clientId}`)).payload).to.equal('ok');
+      expect(first.connected, `${clientId}: the first connection was taken over`).to.equal(false);
+      expect(tb.broker.admin().client(clientId)?.clientId).to.equal(clientId);
+      await again.endAsync();
+    }
+    expect(tb.broker.admin().client('valueOf')).to.equal(undefined);
   });
 });

@@ -66,6 +66,8 @@ function packetObjects(v: MqttVersion): Record<string, mqttPacket.Packet> {
       will: { topic: 'fuzz/will', payload: Buffer.from('gone'), qos: 1, retain: false, ...(five ? { properties: props5.will } : {}) } as mqttPacket.IConnectPacket['will'],
     }),
     'connect-anonymous': connect('a', { clientId: '' }),
+    // Ids that name Object members: aedes' client registry was a plain object.
+    'connect-proto': connect('p', { ...FUZZ_USER, password: Buffer.from(FUZZ_USER.password), clientId: 'constructor' }),
     connack: p({ cmd: 'connack', returnCode: 0, sessionPresent: false }, { reasonCode: 0, properties: { maximumPacketSize: 1024, topicAliasMaximum: 4, assignedClientIdentifier: 'x' } }) as mqttPacket.Packet,
     'publish-0': p({ cmd: 'publish', topic: u('fuzz/a'), payload: Buffer.from('zero'), qos: 0, retain: false, dup: false }, { properties: props5.publish }) as mqttPacket.Packet,
     'publish-1': p({ cmd: 'publish', topic: u('fuzz/b'), payload: Buffer.from('one'), qos: 1, messageId: 7, retain: true, dup: false }, { properties: props5.publish }) as mqttPacket.Packet,
