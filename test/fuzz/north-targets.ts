@@ -8,4 +8,5 @@ export const northTargets: Record<string, () => Promise<NorthTarget<any, any>>> 
   'mqtt-ingress': async () => (await import('./mqtt-ingress-target.js')).mqttIngressTarget,
   certs: async () => (await import('./certs-target.js')).certsTarget,
   archive: async () => (await import('./archive-target.js')).archiveTarget,
+  rest: async () => (await import('./rest-target.js')).restTarget,
 };

@@ -1,0 +1,5 @@
+// Fuzz: the REST API at random (issue 35 B) — see rest-target.ts; every constraint one at a time,
+// deterministically, is test/openapi-fuzz.test.ts.
+import { northFuzzSuite } from './north-support.js';
+
+northFuzzSuite(async () => (await import('./rest-target.js')).restTarget, 'REST API (random bodies and cases over the OpenAPI document)');
