@@ -20,41 +20,47 @@ export interface ArchiveState {
   runs: number;
 }
 
-/** Every path under `dir`, relative to it. */
-function tree(dir: string): string[] {
-  return (readdirSync(dir, { recursive: true }) as string[]).map((p) => p.replaceAll('\\', '/')).sort();
-}
-
 function checkCompatible(m: BackupManifest): void {
   if (m.storeSchemaVersion !== STORE_SCHEMA_VERSION) throw new ArchiveError(`store schema version ${m.storeSchemaVersion}`);
 }
 
-/** One archive through the reader in a fresh tree: what it wrote and what it answered. */
-export async function extractInFreshTree(base: string, bytes: Buffer, name: string): Promise<void> {
-  const root = join(base, name);
-  const staging = join(root, 'up', 'one', 'staging');
+const EXPECTED = ['up', 'upload'];
+let stagings = 0;
+
+/**
+ * One archive through the reader in `root` (made if needed): the upload beside a staging
+ * directory two levels down, so that a `../` escape lands where it is seen. What it wrote and
+ * what it answered are checked; the staging directory is emptied for the next one.
+ */
+export async function extractInTree(root: string, bytes: Buffer): Promise<void> {
+  // A directory of its own each time, as every restore has (a refused archive's write may end
+  // after the reader answered, in the directory the restore removes).
+  const name = `staging-${stagings++}`;
+  const staging = join(root, 'up', 'one', name);
   mkdirSync(staging, { recursive: true });
   const file = join(root, 'upload');
   writeFileSync(file, bytes);
+  let extracted: Awaited<ReturnType<typeof checkAndExtractArchive>> | undefined;
   try {
-    let extracted: Awaited<ReturnType<typeof checkAndExtractArchive>> | undefined;
-    try {
-      extracted = await checkAndExtractArchive({ file, destDir: staging, checkManifest: checkCompatible, bytesPerSecond: 0 });
-    } catch (err) {
-      if (!(err instanceof ArchiveError)) throw new FuzzFinding(`checkAndExtractArchive threw ${(err as Error)?.constructor?.name}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
-    }
-    const written = tree(root).filter((p) => !['upload', 'up', 'up/one', 'up/one/staging', 'up/one/staging/data.mdb'].includes(p));
-    if (written.length) throw new FuzzFinding(`the reader wrote outside its place: ${written.slice(0, 5).join(', ')}`);
+    extracted = await checkAndExtractArchive({ file, destDir: staging, checkManifest: checkCompatible, bytesPerSecond: 0 });
+  } catch (err) {
+    if (!(err instanceof ArchiveError)) throw new FuzzFinding(`checkAndExtractArchive threw ${(err as Error)?.constructor?.name}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
+  }
+  const outside = [...readdirSync(root).filter((n) => !EXPECTED.includes(n)), ...readdirSync(join(root, 'up')).filter((n) => n !== 'one'), ...readdirSync(join(root, 'up', 'one')).filter((n) => !n.startsWith('staging-'))];
+  const inside = readdirSync(staging);
+  try {
+    if (outside.length || inside.some((n) => n !== 'data.mdb')) throw new FuzzFinding(`the reader wrote outside its place: ${[...outside, ...inside.map((n) => `staging/${n}`)].slice(0, 5).join(', ')}`);
     if (extracted) {
       const data = readFileSync(extracted.storeFile);
       const expected = extracted.manifest.files['db/data.mdb']!;
       if (data.length !== expected.size || createHash('sha256').update(data).digest('hex') !== expected.sha256) throw new FuzzFinding('an accepted archive left a data.mdb that is not the one its manifest describes');
       if (relative(staging, extracted.storeFile) !== 'data.mdb') throw new FuzzFinding(`the store was extracted to ${extracted.storeFile}`);
-    } else if (existsSync(join(staging, 'data.mdb')) && statSync(join(staging, 'data.mdb')).size > 64 * 1024 * 1024) {
+    } else if (inside.length && statSync(join(staging, 'data.mdb')).size > 64 * 1024 * 1024) {
       throw new FuzzFinding('a refused archive left more than 64 MiB in the staging directory');
     }
   } finally {
-    rmSync(root, { recursive: true, force: true });
+    // What the restore does after a refusal: the staging directory goes.
+    rmSync(staging, { recursive: true, force: true });
   }
 }
 
@@ -76,8 +82,9 @@ export const archiveTarget: NorthTarget<ArchiveInput, ArchiveState> = {
     rmSync(state.base, { recursive: true, force: true });
   },
   async execute(state, input) {
-    await extractInFreshTree(state.base, input.bytes, `r${state.runs++}`);
-    const outside = tree(state.base);
+    state.runs++;
+    await extractInTree(join(state.base, 'tree'), input.bytes);
+    const outside = readdirSync(state.base).filter((n) => n !== 'tree');
     if (outside.length) throw new FuzzFinding(`the reader wrote outside its tree: ${outside.slice(0, 5).join(', ')}`);
   },
 };
