@@ -3,7 +3,8 @@
 // more than mqtt.maxPacketSizeBytes is refused from its fixed header — MQTT 5 clients with
 // CONNACK 0x95 first, MQTT 3.1.1 ones (which have no code for it) by the close; a connected
 // MQTT 5 client's oversized packet gets DISCONNECT 0x95 [MQTT-3.2.2-15] (the 3.1.1 case is in
-// test/mqtt-transport.test.ts). Client ids that name Object members are ids like others.
+// test/mqtt-transport.test.ts). Client ids that name Object members are ids like others; an MQTT 5
+// property given twice is a Protocol Error.
 import net from 'node:net';
 import { once } from 'node:events';
 import { expect } from 'chai';
@@ -102,5 +103,34 @@ describe('MQTT ingress limits before and at CONNECT', function () {
       await again.endAsync();
     }
     expect(tb.broker.admin().client('valueOf')).to.equal(undefined);
+  });
+
+  it('refuses an MQTT 5 property given twice as a Protocol Error: DISCONNECT 0x82 for a PUBLISH, and a DISCONNECT with two Session Expiry Intervals no longer ends the process', async () => {
+    const session = async (clientId: string) => {
+      const c = await raw(tb.port);
+      const parser = mqttPacket.parser({ protocolVersion: 5 });
+      const packets: mqttPacket.Packet[] = [];
+      const connack = new Promise<void>((resolve) => parser.once('packet', () => resolve()));
+      parser.on('packet', (p: mqttPacket.Packet) => packets.push(p));
+      c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+      c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId, keepalive: 30, username: user.username, password: Buffer.from(user.password), properties: { sessionExpiryInterval: 30 } }, { protocolVersion: 5 }));
+      await withTimeout(connack, 2000, 'no CONNACK');
+      return { ...c, packets };
+    };
+    // PUBLISH "t" with two Message Expiry Intervals (0x02): properties length 10.
+    const pub = await session('twice-publish');
+    pub.socket.write(Buffer.from([0x30, 0x0f, 0x00, 0x01, 0x74, 0x0a, 0x02, 0, 0, 0, 5, 0x02, 0, 0, 0, 6, 0x78]));
+    await withTimeout(pub.closed, 2000, 'connection not closed');
+    expect(pub.packets.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode])).to.deep.equal([
+      ['connack', 0],
+      ['disconnect', 0x82],
+    ]);
+    // DISCONNECT with Session Expiry Interval 0xe0000012 and 0.
+    const bye = await session('twice-disconnect');
+    bye.socket.write(Buffer.from([0xe0, 0x0c, 0x00, 0x0a, 0x11, 0xe0, 0, 0, 0x12, 0x11, 0, 0, 0, 0]));
+    await withTimeout(bye.closed, 2000, 'connection not closed');
+    const after = await connect(tb.port, { ...user, protocolVersion: 5 });
+    expect(after.connected, 'the broker still serves').to.equal(true);
+    await after.endAsync();
   });
 });

@@ -13,6 +13,7 @@
 // refused there from the first byte too). Such a connection is closed before anything is kept.
 import type { EventEmitter } from 'node:events';
 import type { GatewayClient } from './client-state.js';
+import { disconnectWith } from './mqtt5/server-disconnect.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
 import type { InboundPacket } from './packet-types.js';
 
@@ -28,7 +29,33 @@ interface WatchedParser extends EventEmitter {
   [ON_ERROR]: ParserErrorHandler;
 }
 
+/**
+ * The first property given more than once in an MQTT 5 packet (mqtt-packet makes an array of
+ * it), or undefined. Only user properties may repeat from a client [MQTT-2.2.2-2 and each
+ * property's "more than once is a Protocol Error"]: a DISCONNECT carrying two Session Expiry
+ * Intervals gave aedes an array, whose NaN timer threw out of its close and ended the process
+ * (found by the MQTT ingress fuzz target).
+ */
+function duplicatedProperty(packet: InboundPacket): string | undefined {
+  const sets = [packet.properties, (packet as { will?: { properties?: Record<string, unknown> } }).will?.properties];
+  for (const properties of sets) {
+    if (!properties) continue;
+    for (const [name, value] of Object.entries(properties)) if (name !== 'userProperties' && Array.isArray(value)) return name;
+  }
+  return undefined;
+}
+
 function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
+  const duplicate = duplicatedProperty(packet);
+  if (duplicate !== undefined) {
+    // A Protocol Error: a connected MQTT 5 client is told (DISCONNECT 0x82), any other closed.
+    const client = this[CLIENT] as GatewayClient & { connackSent?: boolean; version?: number | null };
+    const err = new Error(`MQTT 5 property ${duplicate} given more than once`);
+    (this as unknown as { error: Error }).error = err; // mqtt-packet parses no further
+    if (client.connackSent && client.version === 5) disconnectWith(client as never, 0x82);
+    else this.emit('error', err);
+    return;
+  }
   const cmd = packet.cmd;
   if (cmd === 'subscribe' || cmd === 'unsubscribe') renameSharedFilters(packet);
   const mqtt5 = this[CLIENT].gatewayd?.mqtt5;

@@ -360,8 +360,19 @@ export const mqttIngressTarget: NorthTarget<MqttInput, MqttIngressState> = {
   // is trusted (up to 256 MiB for a remaining length, 4 GiB for a property).
   allocationLimit: (n) => 16 * n + 1024 * 1024,
   arbitrary: () => mqttInputArb(),
-  encode: (input) => input.bytes,
-  decode: (bytes) => ({ bytes, cuts: [] }),
+  // "CUTS", their count (u16) and offsets (u32), then the bytes: the chunks are part of a finding.
+  encode: (input) => {
+    const head = Buffer.alloc(6 + 4 * input.cuts.length);
+    head.write('CUTS', 0, 'latin1');
+    head.writeUInt16BE(input.cuts.length, 4);
+    input.cuts.forEach((cut, i) => head.writeUInt32BE(cut, 6 + 4 * i));
+    return Buffer.concat([head, input.bytes]);
+  },
+  decode: (bytes) => {
+    if (bytes.subarray(0, 4).toString('latin1') !== 'CUTS') return { bytes, cuts: [] };
+    const n = bytes.readUInt16BE(4);
+    return { cuts: Array.from({ length: n }, (_, i) => bytes.readUInt32BE(6 + 4 * i)), bytes: bytes.subarray(6 + 4 * n) };
+  },
   sizeOf: (input) => input.bytes.length,
   setup: startIngressBroker,
   teardown: stopIngressBroker,
