@@ -133,4 +133,34 @@ describe('MQTT ingress limits before and at CONNECT', function () {
     expect(after.connected, 'the broker still serves').to.equal(true);
     await after.endAsync();
   });
+
+  it('answers two PUBRELs of one QoS 2 packet id sent together with two PUBCOMPs (the second delete rejected unhandled: the daemon exited)', async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    const c = await raw(tb.port);
+    const parser = mqttPacket.parser({ protocolVersion: 4 });
+    const packets: mqttPacket.Packet[] = [];
+    let waiter: { n: number; resolve: () => void } | undefined;
+    parser.on('packet', (p: mqttPacket.Packet) => {
+      packets.push(p);
+      if (waiter && packets.length >= waiter.n) waiter.resolve();
+    });
+    c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+    const until = (n: number) => withTimeout(new Promise<void>((resolve) => (packets.length >= n ? resolve() : (waiter = { n, resolve }))), 2000, `${n} packets`);
+    c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: false, clientId: 'pubrel-twice', keepalive: 30, username: user.username, password: Buffer.from(user.password) }));
+    await until(1);
+    c.socket.write(mqttPacket.generate({ cmd: 'publish', topic: 'qos2/x', payload: Buffer.from('once'), qos: 2, messageId: 5, retain: false, dup: false }));
+    await until(2);
+    c.socket.write(Buffer.concat([mqttPacket.generate({ cmd: 'pubrel', messageId: 5 }), mqttPacket.generate({ cmd: 'pubrel', messageId: 5 })]));
+    await until(4);
+    expect(packets.map((p) => p.cmd)).to.deep.equal(['connack', 'pubrec', 'pubcomp', 'pubcomp']);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    process.removeListener('unhandledRejection', onRejection);
+    expect(rejections.map(String), 'unhandled rejections').to.deep.equal([]);
+    c.socket.destroy();
+    const after = await connect(tb.port, user);
+    expect(after.connected, 'the broker still serves').to.equal(true);
+    await after.endAsync();
+  });
 });

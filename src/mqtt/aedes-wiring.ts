@@ -8,6 +8,7 @@ import type { AuthorizeForwardHook } from './handlers/authorize-forward.js';
 import type { AuthorizePublishHook } from './handlers/authorize-publish.js';
 import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
 import type { PreConnectHook } from './handlers/pre-connect.js';
+import { guardAedesState } from './aedes-guards.js';
 import { boundOutgoingQueues } from './limits.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
 import { topicMatches } from './persistence/topic-filter.js';
@@ -60,12 +61,7 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
     authorizeSubscribe: hooks.authorizeSubscribe,
     authorizeForward: hooks.authorizeForward,
   });
-  // aedes 2.0.0-beta.1 registers live clients in a plain object keyed by client id: a client
-  // named "constructor", "toString" or "__proto__" found Object's own members there, and aedes'
-  // takeover of the "previous" client threw a TypeError that ended the process (found by the
-  // REST fuzz pass through the operators' view). An object without prototype, as aedes 1.2 had
-  // for subscriptions (connections.ts), before any client registers.
-  (aedes as unknown as { clients: Record<string, unknown> }).clients = Object.create(null) as Record<string, unknown>;
+  guardAedesState(aedes);
   ctx.aedes = aedes;
   // sessionPresent, MQTT 5 topic aliases, maximum packet size and flow control (outbound-packets.ts).
   if (!installOutboundPackets()) ctx.log.warn('mqtt-packet has an unexpected shape: sessionPresent is 0 for a returning session without subscriptions; MQTT 5 clients get no topic aliases, and their maximum packet size and receive maximum are not respected');
