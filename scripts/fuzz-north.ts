@@ -1,7 +1,9 @@
-// npm run fuzz:north -- [--minutes N] [--target name] [--seed S]: the northbound fuzz targets
-// (test/fuzz/north-targets.ts) for N minutes each (default 1), from a printed seed; each finding's
-// input is saved under test/fuzz/regressions/<target>/ and the run exits 1. Temporary entry
-// point: the lead folds these targets into `npm run fuzz` at merge.
+// npm run fuzz:north -- [--minutes N] [--target name] [--seed S] [--hang-ms M]: the northbound fuzz
+// targets (test/fuzz/north-targets.ts) for N minutes each (default 1), from a printed seed; each
+// finding's input is saved under test/fuzz/regressions/<target>/ and the run exits 1. The time
+// oracle is the targets' CI limit (50 ms per input up to 64 KiB) unless --hang-ms sets another
+// (long runs on a shared machine: 1000, a hang). Temporary entry point: the lead folds these
+// targets into `npm run fuzz` at merge.
 import { northTargets } from '../test/fuzz/north-targets.js';
 import { fuzzSeed, runNorthTarget } from '../test/fuzz/north-support.js';
 
@@ -20,7 +22,8 @@ async function main(): Promise<number> {
   for (const name of names) {
     const load = northTargets[name];
     if (!load) throw new Error(`no fuzz target ${name} (targets: ${Object.keys(northTargets).join(', ')})`);
-    const result = await runNorthTarget(await load(), { timeMs: minutes * 60_000, seed });
+    const hang = arg('hang-ms');
+    const result = await runNorthTarget(await load(), { timeMs: minutes * 60_000, seed, ...(hang ? { hangMs: Number(hang) } : {}) });
     findings += result.findings.length;
     for (const f of result.findings) console.log(`FINDING ${name}: ${f}`);
     summary.push({ target: name, seed, executions: result.executions, seconds: Math.round(result.ms / 1000), perSecond: Math.round(result.executions / (result.ms / 1000)), findings: result.findings.length, slowestMs: Number(result.slowestMs.toFixed(1)), slowOnce: result.slowOnce });
