@@ -1,3 +1,4 @@
+// run-alone: its time oracle (50 ms per input up to 64 KiB; REST 200 ms) measures the machine.
 // Fuzz: backup archives (issue 35 B) — the reader on its own (archive-target.ts), then the
 // restore upload of a real gateway with hostile archives drawn from the same generator, a gzip
 // bomb and malformed multipart bodies: a 400/413/415 and nothing changed (the store digest,
