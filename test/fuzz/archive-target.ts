@@ -67,8 +67,8 @@ export async function extractInTree(root: string, bytes: Buffer): Promise<void> 
 export const archiveTarget: NorthTarget<ArchiveInput, ArchiveState> = {
   name: 'archive',
   oracle: 'only ArchiveError escapes; nothing written but <staging>/data.mdb; an accepted archive\'s data.mdb has the manifest\'s size and SHA-256; ≤ 50 ms per archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB',
-  floor: 500,
-  ciMs: 15_000,
+  floor: 400,
+  ciMs: 12_000,
   arbitrary: () => archiveArb(STORE_SCHEMA_VERSION),
   encode: (input) => input.bytes,
   decode: (bytes) => ({ kind: bytes[0] === 0x1f ? 'gz' : 'raw', bytes }),

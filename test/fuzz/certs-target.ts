@@ -125,8 +125,8 @@ function checkCertificates(state: CertsState, text: string): void {
 export const certsTarget: NorthTarget<CertsInput, CertsState> = {
   name: 'certs',
   oracle: 'only BadRequestError escapes; an accepted certificate is readable by node:crypto X509Certificate with id = SHA-256 of its DER; an accepted CSR verifies with `openssl req -verify`; ≤ 50 ms per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB',
-  floor: 800,
-  ciMs: 15_000,
+  floor: 600,
+  ciMs: 12_000,
   arbitrary: (state) => certsInputArb(() => state.seeds),
   encode: (input) => Buffer.concat([Buffer.from([MODES.indexOf(input.mode)]), input.bytes]),
   decode: (bytes) => ({ mode: MODES[bytes[0]! % MODES.length]!, bytes: bytes.subarray(1) }),

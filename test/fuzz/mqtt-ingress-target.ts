@@ -353,8 +353,8 @@ export function mqttInputArb(): fc.Arbitrary<MqttInput> {
 export const mqttIngressTarget: NorthTarget<MqttInput, MqttIngressState> = {
   name: 'mqtt-ingress',
   oracle: 'no exception escapes the broker, no error logged, one CONNACK and first, a PINGREQ after complete packets answered or the connection closed, closed after the stream ends with no live client left, ≤ 50 ms per input ≤ 64 KiB, buffers ≤ 16 × input + 1 MiB; a legitimate QoS 1 pair still served every 250 inputs',
-  floor: 1000,
-  ciMs: 20_000,
+  floor: 800,
+  ciMs: 15_000,
   // A reconnect replays up to 10 stored messages of up to 60 KiB, and the store's encoder grows
   // its buffer now and then: 1 MiB over 16 × the input still catches any declared length that
   // is trusted (up to 256 MiB for a remaining length, 4 GiB for a property).
