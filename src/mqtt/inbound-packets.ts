@@ -7,12 +7,10 @@
 // The parser also reports a CONNECT of an unknown protocol level first to the broker (its
 // 'error' listener, ahead of aedes'). Both listeners are shared by every parser ('this' is the
 // parser, which carries its client and aedes' listener): no closures per connection.
-// Before any of that, the first byte of a connection must start a CONNECT [MQTT-3.1.0-1]: aedes
-// checks only a whole parsed packet, so a first PUBLISH declaring 256 KiB was buffered up to
-// mqtt.maxPacketSizeBytes for up to connectTimeoutMs (the class of Mosquitto's CVE-2023-0809,
-// refused there from the first byte too). Such a connection is closed before anything is kept.
+// Before any of that, the first bytes must start a CONNECT (first-bytes.ts).
 import type { EventEmitter } from 'node:events';
 import type { GatewayClient } from './client-state.js';
+import { guardFirstBytes } from './first-bytes.js';
 import { disconnectWith } from './mqtt5/server-disconnect.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
 import type { InboundPacket } from './packet-types.js';
@@ -20,7 +18,6 @@ import type { InboundPacket } from './packet-types.js';
 const CLIENT = Symbol('gatewayd.client');
 const AEDES_LISTENER = Symbol('gatewayd.aedesListener');
 const ON_ERROR = Symbol('gatewayd.onError');
-const CONNECT = 1;
 
 type ParserErrorHandler = (client: GatewayClient, err: Error) => void;
 interface WatchedParser extends EventEmitter {
@@ -61,46 +58,6 @@ function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
   const mqtt5 = this[CLIENT].gatewayd?.mqtt5;
   if (mqtt5 !== undefined) mqtt5.inbound(packet);
   this[AEDES_LISTENER].call(this, packet);
-}
-
-/** An MQTT 5 CONNACK refusing with 0x95 Packet too large. */
-const CONNACK_TOO_LARGE_V5 = Buffer.from([0x20, 0x03, 0x00, 0x95, 0x00]);
-
-/**
- * The parser's parse until the first bytes arrived: they must start a CONNECT. aedes refuses a
- * CONNECT above the maximum packet size from its fixed header (before its body is buffered) by
- * closing; an MQTT 5 client, whose protocol level is in these first bytes, is told why first
- * with CONNACK 0x95 [MQTT-4.13.1-1 allows a CONNACK >= 0x80 before the close].
- */
-function parseFirstBytes(this: WatchedParser & { parse(buf: Buffer): number }, buf: Buffer): number {
-  if (buf.length === 0) return 0;
-  // The prototype's parse from now on (the own property goes, the parser keeps its shape).
-  delete (this as { parse?: unknown }).parse;
-  if (buf[0]! >> 4 !== CONNECT) {
-    this.emit('error', new Error('first packet is not CONNECT'));
-    return 0;
-  }
-  const client = this[CLIENT] as GatewayClient & { broker?: { maximumPacketSize?: number }; conn?: { writable?: boolean; write(b: Buffer): unknown } };
-  const max = client.broker?.maximumPacketSize ?? 0;
-  if (max > 0 && connectTooLargeV5(buf, max) && client.conn?.writable) client.conn.write(CONNACK_TOO_LARGE_V5);
-  return this.parse(buf);
-}
-
-/** Whether these first bytes are an MQTT 5 CONNECT declaring more than `max` bytes in all. */
-function connectTooLargeV5(buf: Buffer, max: number): boolean {
-  let remaining = 0;
-  let mul = 1;
-  let i = 1;
-  for (; i < 5; i++) {
-    const b = buf[i];
-    if (b === undefined) return false;
-    remaining += (b & 0x7f) * mul;
-    mul *= 128;
-    if ((b & 0x80) === 0) break;
-  }
-  if (i === 5 || 1 + i + remaining <= max) return false;
-  const nameLength = buf.length > i + 2 ? buf.readUInt16BE(i + 1) : -1;
-  return nameLength === 4 && buf[i + 3 + nameLength] === 5;
 }
 
 function parserError(this: WatchedParser, err: Error): void {
@@ -156,6 +113,6 @@ export function watchInboundPackets(client: GatewayClient, onError: ParserErrorH
   parser.removeAllListeners('packet');
   parser.on('packet', inboundPacket);
   parser.prependListener('error', parserError);
-  (parser as unknown as { parse: typeof parseFirstBytes }).parse = parseFirstBytes;
+  guardFirstBytes(parser as never, client);
   return true;
 }
