@@ -170,10 +170,31 @@ const fromDerWithOptions = asn1.fromDer as unknown as (
   options: { strict?: boolean; parseAllBytes?: boolean; decodeBitStrings?: boolean },
 ) => Asn1;
 
-/** Strict DER decode; BIT STRING contents are left as raw bytes (the key usage bits must not be "decoded"). */
+/**
+ * Strict DER decode; BIT STRING contents are left as raw bytes (the key usage bits must not be
+ * "decoded"). forge reads a universal BOOLEAN or NULL of any length; DER (X.690 8.2, 8.8) and
+ * OpenSSL allow exactly one content byte and none: a BOOLEAN of length 0 in a CSR's signature
+ * parameters passed here and failed `openssl req -verify` (found by the certificate fuzz target).
+ */
 export function parseDer(der: Uint8Array | string): Asn1 {
   const bytes = typeof der === 'string' ? der : Buffer.from(der).toString('binary');
-  return fromDerWithOptions(bytes, { strict: true, parseAllBytes: true, decodeBitStrings: false });
+  const root = fromDerWithOptions(bytes, { strict: true, parseAllBytes: true, decodeBitStrings: false });
+  checkFixedLengths(root);
+  return root;
+}
+
+/** Every universal BOOLEAN (1 content byte) and NULL (none) of the tree; a stack, not recursion (10,000 nested elements). */
+function checkFixedLengths(root: Asn1): void {
+  const stack: Asn1[] = [root];
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    if (Array.isArray(node.value)) {
+      stack.push(...node.value);
+      continue;
+    }
+    if (node.tagClass !== Class.UNIVERSAL) continue;
+    if (node.type === Type.BOOLEAN && node.value.length !== 1) throw new Error('malformed ASN.1: a BOOLEAN of other than one byte');
+    if (node.type === Type.NULL && node.value.length !== 0) throw new Error('malformed ASN.1: a NULL with contents');
+  }
 }
 
 export function children(node: Asn1 | undefined, what: string): Asn1[] {
