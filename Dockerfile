@@ -27,12 +27,14 @@ WORKDIR /opt/gatewayd
 RUN groupadd --system gatewayd && useradd --system --gid gatewayd --home-dir /var/lib/gatewayd gatewayd \
  && mkdir -p /var/lib/gatewayd /etc/gatewayd/services \
  && chown gatewayd:gatewayd /var/lib/gatewayd /etc/gatewayd/services && chmod 0700 /var/lib/gatewayd
-COPY --from=build /app/package.json /app/package-lock.json /app/README.md ./
+COPY --from=build /app/package.json /app/package-lock.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/ui ./dist/ui
 COPY --from=build /app/config ./config
-# The README's links point into docs/ (its pages; .dockerignore leaves the screenshots out).
+# The README and the pages its links point to: docs/ (.dockerignore leaves the screenshots out) and
+# the changelog. From the context: the build stage does not copy them.
+COPY README.md CHANGELOG.md ./
 COPY docs/*.md ./docs/
 USER gatewayd
 VOLUME ["/var/lib/gatewayd", "/etc/gatewayd/services"]

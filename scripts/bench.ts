@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, mqtt-malformed, idle-clients, reboot, maintenance, mapping, sparkplug, sparkplug-history, https, hooks, bridge, flash (default: all).
+// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, mqtt-malformed, idle-clients, reboot, maintenance, mapping, sparkplug, sparkplug-history, https, hooks, bridge, flash, hostile, site (default: all).
 
 /** Start-up time to the ready line and resident memory at idle, first start and restart (the flags of npm start). */
 export async function benchStartup(): Promise<Record<string, number>> {
@@ -30,6 +30,8 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   hooks: async () => (await import('./bench-hooks.js')).benchHooks(),
   bridge: async () => (await import('./bench-bridge.js')).benchBridge(),
   flash: async () => (await import('./bench-flash.js')).benchFlash(),
+  hostile: async () => (await import('./bench-hostile.js')).benchHostile(),
+  site: async () => (await import('./bench-site.js')).benchSite(),
 };
 
 async function main(): Promise<void> {

@@ -21,6 +21,8 @@ import { writeStandaloneValidators } from './standalone-validators.js';
 const besideModule = (moduleUrl: string, file: string) => fileURLToPath(new URL(file, moduleUrl));
 
 const doc = parse(readFileSync(openApiPath, 'utf8'));
+// The document's version is gatewayd's (docs/design.md §16); the YAML names it too, for its readers (a test keeps them equal).
+doc.info.version = (JSON.parse(readFileSync(fileURLToPath(new URL('../../package.json', import.meta.url)), 'utf8')) as { version: string }).version;
 writeFileSync(openApiJsonPath, JSON.stringify(doc));
 console.log(`openapi: ${openApiJsonPath}`);
 

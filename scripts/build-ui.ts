@@ -19,6 +19,10 @@ export interface UiBuildReport {
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const entry = 'ui/src/main.tsx';
 
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
 /** The entry's JS, every chunk it imports statically (transitively), and its CSS. */
 function firstPageOutputs(meta: Metafile, outDir: string): string[] {
   const outputs = meta.outputs;
@@ -58,7 +62,8 @@ export async function buildUi(): Promise<UiBuildReport> {
     entryNames: '[name]-[hash]',
     chunkNames: '[name]-[hash]',
     assetNames: '[name]-[hash]',
-    define: { 'process.env.NODE_ENV': '"production"' },
+    // The release the footer names: this build's package.json, the version GET /health answers.
+    define: { 'process.env.NODE_ENV': '"production"', __GATEWAYD_VERSION__: JSON.stringify(packageVersion()) },
     charset: 'utf8',
     logLevel: 'warning',
     tsconfig: join(root, 'ui/tsconfig.json'),

@@ -3,7 +3,7 @@
 #   sudo scripts/install.sh            install or upgrade and (re)start
 # It builds in a clean temporary copy (your checkout, its node_modules, dist/ and data/ are not
 # touched) and installs exactly the runtime files: dist/src, dist/ui, production node_modules,
-# config/, package.json, package-lock.json, README.md and docs/*.md. The store in /var/lib/gatewayd, the
+# config/, package.json, package-lock.json, README.md, CHANGELOG.md and docs/*.md. The store in /var/lib/gatewayd, the
 # configuration and the service files in /etc/gatewayd are kept across upgrades.
 #
 # Paths can be moved for packaging and tests: PREFIX (/opt/gatewayd), ETC_DIR (/etc/gatewayd),
@@ -48,8 +48,8 @@ staging="$prefix.new"
 rm -rf "$staging"
 install -d -m 0755 "$staging" "$staging/dist"
 cp -a "$work/dist/src" "$work/dist/ui" "$staging/dist/"
-cp -a "$work/node_modules" "$work/config" "$work/package.json" "$work/package-lock.json" "$work/README.md" "$staging/"
-# The README's links point into docs/: its pages go along (not the screenshots).
+cp -a "$work/node_modules" "$work/config" "$work/package.json" "$work/package-lock.json" "$work/README.md" "$work/CHANGELOG.md" "$staging/"
+# The README's links point into docs/ and to CHANGELOG.md: they go along (not the screenshots).
 install -d -m 0755 "$staging/docs"
 cp -a "$work"/docs/*.md "$staging/docs/"
 # Swap in one step: a running service keeps its open files until the restart below.

@@ -1,7 +1,8 @@
 // The package tree's files (scripts/package-deb.ts): other targets' native binaries removed,
 // every native binary checked to be the target CPU's, file modes as Debian expects them.
-import { chmodSync, closeSync, lstatSync, openSync, readdirSync, readSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, openSync, readdirSync, readSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { findLmdbBinary, findSerialportBinary } from '../src/platform/platform-facts.js';
 
 function* files(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -64,6 +65,21 @@ export function checkElfMachines(dir: string, machine: number): void {
     return m !== undefined && m !== machine;
   });
   if (foreign.length) throw new Error(`binaries for another CPU in the production install: ${foreign.join(', ')}`);
+}
+
+/**
+ * The install in `stage` carries the native binaries the daemon loads on the target CPU: LMDB
+ * (the store), the serial port binding (Modbus) and msgpackr's extractor. npm installs a CPU's
+ * binaries as optional packages and skips, without failing, one it cannot fetch: offline, from a
+ * cache filled for another architecture, a package would lack them. Throws naming what is missing.
+ */
+export function checkTargetBinaries(stage: string, cpu: string): void {
+  const missing: string[] = [];
+  if (findLmdbBinary(stage, 'linux', cpu, 'glibc').found === 'missing') missing.push(`LMDB (@lmdb/lmdb-linux-${cpu})`);
+  if (findSerialportBinary(stage, 'linux', cpu, 'glibc').found === 'missing') missing.push(`serialport (@serialport/bindings-cpp prebuilds/linux-${cpu})`);
+  const msgpackr = join(stage, 'node_modules/@msgpackr-extract', `msgpackr-extract-linux-${cpu}`);
+  if (!existsSync(msgpackr) || !readdirSync(msgpackr).some((f) => f.endsWith('.glibc.node'))) missing.push(`msgpackr-extract (@msgpackr-extract/msgpackr-extract-linux-${cpu})`);
+  if (missing.length) throw new Error(`the production install lacks the linux-${cpu} binaries of ${missing.join(', ')}`);
 }
 
 /** Directories 0755, files 0644, executables (the bundled node, #! scripts that were executable) 0755. */

@@ -1,11 +1,13 @@
-// npm run package -- --arch amd64|arm64|armhf [--out FILE] [--compression gzip|xz]
+// npm run package -- --arch amd64|arm64|armhf [--out FILE] [--compression gzip|xz] [--offline]
 //
 // Assembles dist/gatewayd_<version>_<arch>.deb from what `npm run build` made (dist/src, dist/ui)
 // and a production install for the target CPU (`npm ci --cpu --os --libc --ignore-scripts
 // --omit=dev` in a staging directory: npm fetches the prebuilt LMDB, msgpackr and serialport
 // binaries of that CPU), with the unit and maintainer scripts kept in the repository
 // (systemd/, packaging/deb/). No second build: packaging only copies. Layout, Depends and the
-// bundled Node: docs/platforms.md.
+// bundled Node: docs/platforms.md. --offline: every npm command runs with --offline, so the
+// modules and the bundled Node come from npm's cache, filled beforehand by the same command run
+// where the registry is reachable (docs/platforms.md "Building the package offline").
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { changelogText, controlText, copyrightText, type DebTarget, installedSizeKiB, lintianOverridesText, md5sumsText } from './package-deb-files.js';
-import { checkElfMachines, normalizeModes, pruneDevelopmentFiles, pruneForeignBinaries } from './package-deb-tree.js';
+import { checkElfMachines, checkTargetBinaries, normalizeModes, pruneDevelopmentFiles, pruneForeignBinaries } from './package-deb-tree.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 /** Where the package installs the daemon: Debian keeps a package's private files in /usr/lib/<package>. */
@@ -33,10 +35,34 @@ function run(command: string, args: string[], cwd: string): string {
   return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 64 * 1024 * 1024 });
 }
 
+const FILL_CACHE = 'Fill it first where the registry is reachable, with the same cache and architecture, without --offline (docs/platforms.md "Building the package offline")';
+
+/** How the script's npm commands reach packages: the registry, or npm's cache only (--offline). */
+interface NpmSource {
+  offline: boolean;
+}
+
+/** An npm command; offline, with --offline, and a failure says what to do about the cache. */
+function npm(args: string[], cwd: string, source: NpmSource, what: string): string {
+  try {
+    return run('npm', source.offline ? [...args, '--offline'] : args, cwd);
+  } catch (err) {
+    if (!source.offline) throw err;
+    throw new Error(`${what}: npm's cache (${process.env.npm_config_cache ?? '~/.npm'}) lacks what it needs offline. ${FILL_CACHE}`);
+  }
+}
+
 /** The production node_modules for the target CPU, as npm installs it there, less other CPUs' binaries. */
-function productionInstall(stage: string, target: DebTarget): void {
+function productionInstall(stage: string, target: DebTarget, source: NpmSource): void {
   for (const f of ['package.json', 'package-lock.json']) copyFileSync(join(root, f), join(stage, f));
-  run('npm', ['ci', `--cpu=${target.cpu}`, '--os=linux', '--libc=glibc', '--ignore-scripts', '--omit=dev', '--no-audit', '--no-fund', '--loglevel=error'], stage);
+  npm(['ci', `--cpu=${target.cpu}`, '--os=linux', '--libc=glibc', '--ignore-scripts', '--omit=dev', '--no-audit', '--no-fund', '--loglevel=error'], stage, source, `the ${target.arch} modules`);
+  try {
+    checkTargetBinaries(stage, target.cpu);
+  } catch (err) {
+    // npm skipped optional packages it could not fetch: offline, the cache lacks them.
+    if (!source.offline) throw err;
+    throw new Error(`the ${target.arch} modules: ${(err as Error).message}, which npm's cache lacks offline (${process.env.npm_config_cache ?? '~/.npm'}). ${FILL_CACHE}`);
+  }
   rmSync(join(stage, 'node_modules/.bin'), { recursive: true, force: true });
   pruneForeignBinaries(join(stage, 'node_modules'), target.cpu);
   pruneDevelopmentFiles(join(stage, 'node_modules'));
@@ -44,9 +70,10 @@ function productionInstall(stage: string, target: DebTarget): void {
 }
 
 /** The official Node binary of the bundled line for the target, from the npm registry (npm's cache keeps it). */
-function bundledNode(cacheDir: string, target: DebTarget, into: string): string {
+function bundledNode(cacheDir: string, target: DebTarget, into: string, source: NpmSource): string {
   mkdirSync(cacheDir, { recursive: true });
-  const [packed] = JSON.parse(run('npm', ['pack', `${target.nodePackage}@${BUNDLED_NODE_MAJOR}`, '--json', '--pack-destination', cacheDir, '--loglevel=error'], cacheDir)) as { filename: string; version: string }[];
+  const spec = `${target.nodePackage}@${BUNDLED_NODE_MAJOR}`;
+  const [packed] = JSON.parse(npm(['pack', spec, '--json', '--pack-destination', cacheDir, '--loglevel=error'], cacheDir, source, `the bundled Node (${spec})`)) as { filename: string; version: string }[];
   mkdirSync(into, { recursive: true });
   run('tar', ['-xzf', join(cacheDir, packed!.filename), '-C', into, '--strip-components=1', 'package/bin/node', 'package/LICENSE'], cacheDir);
   return packed!.version;
@@ -65,7 +92,7 @@ function gzip9(file: string): void {
   execFileSync('gzip', ['-9n', file]);
 }
 
-export function buildPackage(options: { arch: string; out?: string; compression: string; cacheDir: string }): { file: string; nodeVersion?: string } {
+export function buildPackage(options: { arch: string; out?: string; compression: string; cacheDir: string; offline?: boolean }): { file: string; nodeVersion?: string } {
   const target = TARGETS[options.arch];
   if (!target) throw new Error(`unknown --arch ${options.arch}: one of ${Object.keys(TARGETS).join(', ')}`);
   for (const built of ['dist/src/main.js', 'dist/src/http/openapi.json', 'dist/src/http/openapi-validators.cjs', 'dist/ui/index.html']) {
@@ -73,11 +100,12 @@ export function buildPackage(options: { arch: string; out?: string; compression:
   }
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
   const out = options.out ?? join(root, 'dist', `gatewayd_${pkg.version}_${target.arch}.deb`);
+  const source: NpmSource = { offline: options.offline === true };
   const work = mkdtempSync(join(tmpdir(), 'gatewayd-package-'));
   try {
     const stage = join(work, 'stage');
     mkdirSync(stage);
-    productionInstall(stage, target);
+    productionInstall(stage, target, source);
 
     const tree = join(work, 'root');
     const lib = join(tree, PREFIX.slice(1));
@@ -91,7 +119,7 @@ export function buildPackage(options: { arch: string; out?: string; compression:
     cpSync(join(stage, 'node_modules'), join(lib, 'node_modules'), { recursive: true, verbatimSymlinks: true });
     copyFileSync(join(root, 'package.json'), join(lib, 'package.json'));
 
-    const nodeVersion = target.nodePackage ? bundledNode(options.cacheDir, target, join(lib, 'node')) : undefined;
+    const nodeVersion = target.nodePackage ? bundledNode(options.cacheDir, target, join(lib, 'node'), source) : undefined;
     const nodePath = target.nodePackage ? `${PREFIX}/node/bin/node` : '/usr/bin/node';
 
     const unitDir = join(tree, 'lib/systemd/system');
@@ -106,6 +134,8 @@ export function buildPackage(options: { arch: string; out?: string; compression:
     const doc = join(tree, 'usr/share/doc/gatewayd');
     mkdirSync(doc, { recursive: true });
     copyFileSync(join(root, 'README.md'), join(doc, 'README.md'));
+    // The README links to it; the releases and what 1.0 promises (the Debian changelog is changelog.gz).
+    copyFileSync(join(root, 'CHANGELOG.md'), join(doc, 'CHANGELOG.md'));
     const pages = existsSync(join(root, 'docs')) ? readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')) : [];
     if (pages.length) mkdirSync(join(doc, 'docs'));
     for (const page of pages) copyFileSync(join(root, 'docs', page), join(doc, 'docs', page));
@@ -141,15 +171,15 @@ export function buildPackage(options: { arch: string; out?: string; compression:
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { arch: { type: 'string' }, out: { type: 'string' }, compression: { type: 'string', default: 'gzip' }, 'cache-dir': { type: 'string' } } });
+  const { values } = parseArgs({ options: { arch: { type: 'string' }, out: { type: 'string' }, compression: { type: 'string', default: 'gzip' }, 'cache-dir': { type: 'string' }, offline: { type: 'boolean', default: false } } });
   if (!values.arch) {
-    console.error(`usage: npm run package -- --arch ${Object.keys(TARGETS).join('|')} [--out FILE] [--compression gzip|xz]`);
+    console.error(`usage: npm run package -- --arch ${Object.keys(TARGETS).join('|')} [--out FILE] [--compression gzip|xz] [--offline]`);
     process.exit(2);
   }
   const cacheDir = values['cache-dir'] ?? join(process.env.XDG_CACHE_HOME ?? join(process.env.HOME ?? tmpdir(), '.cache'), 'gatewayd-package');
   const started = Date.now();
   try {
-    const { file, nodeVersion } = buildPackage({ arch: values.arch, out: values.out, compression: values.compression!, cacheDir });
+    const { file, nodeVersion } = buildPackage({ arch: values.arch, out: values.out, compression: values.compression!, cacheDir, offline: values.offline! });
     const size = statSync(file).size;
     console.log(`${file}: ${(size / 1048576).toFixed(1)} MiB, ${((Date.now() - started) / 1000).toFixed(1)} s${nodeVersion ? `, bundles Node ${nodeVersion}` : ', depends on nodejs (>= 22)'}`);
   } catch (err) {

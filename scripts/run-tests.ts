@@ -21,6 +21,8 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const testDir = join(root, 'dist/test');
 /** The marker is looked for in a file's head, where its header comment is. */
 const RUN_ALONE = /^\/\/ run-alone: \S/m;
+/** A parallel file that takes minutes goes to the head of the queue, not to the tail of the run. */
+const RUN_FIRST = /^\/\/ run-first: \S/m;
 const HEAD_BYTES = 4096;
 /** Two cores, and most of a test's time is spent waiting: three workers keep both busy. */
 const DEFAULT_JOBS = 3;
@@ -52,6 +54,10 @@ function allTestFiles(): string[] {
 
 function runsAlone(file: string): boolean {
   return RUN_ALONE.test(readFileSync(file, 'utf8').slice(0, HEAD_BYTES));
+}
+
+function runsFirst(file: string): boolean {
+  return RUN_FIRST.test(readFileSync(file, 'utf8').slice(0, HEAD_BYTES));
 }
 
 /** .mocharc.json, as the mocha command line reads it for single files; `exit` and source maps are this script's. */
@@ -106,7 +112,8 @@ async function main(): Promise<number> {
   const { files, jobs, timings } = parseArgs(process.argv.slice(2));
   const chosen = files.length ? files : allTestFiles();
   const alone = chosen.filter(runsAlone);
-  const parallel = chosen.filter((f) => !alone.includes(f));
+  const inParallel = chosen.filter((f) => !alone.includes(f));
+  const parallel = [...inParallel.filter(runsFirst), ...inParallel.filter((f) => !runsFirst(f))];
   const tally = createTally();
   const reporter = tallyingSpecReporter(tally);
   const started = Date.now();

@@ -1,10 +1,25 @@
 import { CONFIG_EXIT_CODE, ConfigError, loadConfig } from './config/index.js';
-import { createLogger } from './log/index.js';
+import { createLogger, type Logger } from './log/index.js';
 import { createDaemon } from './daemon.js';
-import { isStorageFailure } from './store/index.js';
+import { upgradeDataDirectory } from './maintenance/data-upgrade.js';
+import { DataFormatError, isStorageFailure } from './store/index.js';
 import { collectWhenIdle, releaseYoungGeneration } from './heap-footprint.js';
 import { resumeOptimizer } from './start-up-tiering.js';
 import { wireGateway } from './wiring.js';
+
+/**
+ * Ends a start that cannot go on: a configuration or a data directory gatewayd cannot use is one
+ * line on stderr and exit 78 (systemd does not restart it: a restart would fail the same way);
+ * anything else is logged, exit 1.
+ */
+function exitStartFailed(err: unknown, log: Logger): never {
+  if (err instanceof ConfigError || err instanceof DataFormatError) {
+    process.stderr.write(`gatewayd: ${err.message}\n`);
+    process.exit(CONFIG_EXIT_CODE);
+  }
+  log.error('start failed', { error: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
+  process.exit(1);
+}
 
 /** Reads the configuration, wires the parts, starts them and stops them on SIGTERM/SIGINT. */
 export async function main(): Promise<void> {
@@ -20,6 +35,13 @@ export async function main(): Promise<void> {
   }
   const log = createLogger({ level: config.log.level });
   const startedAt = process.hrtime.bigint();
+  // The data directory's format, before anything opens the store for writing: an older one is
+  // copied and migrated, a newer one refused in one line (exit 78: systemd does not restart).
+  try {
+    await upgradeDataDirectory({ dataDir: config.dataDir, log });
+  } catch (err) {
+    exitStartFailed(err, log);
+  }
   const gateway = wireGateway(config, log);
   const daemon = createDaemon({ parts: gateway.parts, log });
 
@@ -57,12 +79,7 @@ export async function main(): Promise<void> {
   try {
     await daemon.start();
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`gatewayd: ${err.message}\n`);
-      process.exit(CONFIG_EXIT_CODE);
-    }
-    log.error('start failed', { error: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) });
-    process.exit(1);
+    exitStartFailed(err, log);
   }
   // SIGTERM during start-up: the parts started so far are being stopped; never say ready.
   if (shuttingDown) return;

@@ -6,13 +6,21 @@
 // one (quiet-debug.ts). Before all that, the platform check: a machine gatewayd cannot run on
 // (Node, glibc, CPU) is told so in one line, before a native module could fail to load
 // (docs/platforms.md). None of the modules imported here loads a native module.
+// `gatewayd --version` prints the release and the data format it reads, and exits: no
+// configuration read, no data directory touched, nothing started.
 import { pathToFileURL } from 'node:url';
 import { holdYoungGeneration } from './heap-footprint.js';
+import { gatewaydVersion } from './maintenance/version.js';
 import { refuseUnsupportedPlatform } from './platform/index.js';
 import { quietDisabledDebug } from './quiet-debug.js';
 import { pauseOptimizer } from './start-up-tiering.js';
+import { DATA_FORMAT_VERSION } from './store/data-format.js';
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  if (process.argv.slice(2).includes('--version')) {
+    process.stdout.write(`gatewayd ${gatewaydVersion()} (data format ${DATA_FORMAT_VERSION})\n`);
+    process.exit(0);
+  }
   refuseUnsupportedPlatform();
   pauseOptimizer();
   holdYoungGeneration();

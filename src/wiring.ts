@@ -4,6 +4,12 @@ import type { GatewayConfig } from './config/index.js';
 import type { Logger } from './log/index.js';
 import type { Part } from './daemon.js';
 import { openStore, STORE_FILE, type Store } from './store/index.js';
+import { createStoreIdentityWriter } from './store/identity-writer.js';
+import { createSite, siteDomainEvents } from './site/index.js';
+import { bootstrapBreakGlass } from './site/break-glass.js';
+import { siteRoutes } from './http/routes/site-routes.js';
+import { loadOrCreateMfaKey } from './mfa/mfa-key.js';
+import { ConflictError } from './errors/errors.js';
 import { createFlashWear, createStoragePolicy } from './storage/index.js';
 import { createAccessEvents } from './auth/access-events.js';
 import { createPasswordHasher } from './auth/passwords.js';
@@ -35,13 +41,14 @@ import { createBroker, type Broker } from './mqtt/index.js';
 import { gatewaydVersion } from './maintenance/version.js';
 import { createMaintenanceService } from './maintenance/maintenance-service.js';
 import { recoverMaintenanceFiles } from './maintenance/recovery.js';
+import { backupBytes } from './maintenance/data-upgrade.js';
 import { maintenanceRoutes, maintenanceUploadHandler } from './http/routes/maintenance-routes.js';
 import { createRegistryService } from './registry/registry-service.js';
 import { registryRoutes } from './http/routes/registry-routes.js';
 import { createIdpService } from './idp/index.js';
 import { createLdapService } from './ldap/index.js';
 import { idpRoutes } from './http/routes/idp-routes.js';
-import { agentName, createMappingService } from './mapping/index.js';
+import { agentName, createMappingService, lastWriteOfEvent } from './mapping/index.js';
 import { createSparkplugSupport } from './sparkplug/index.js';
 import { createBridgeService, createBridgeSysTopics } from './bridges/index.js';
 import { mappingRoutes } from './http/routes/mapping-routes.js';
@@ -71,7 +78,9 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   recoverMaintenanceFiles({ dataDir: config.dataDir, log: baseLog }); // before the store opens: finishes or undoes an interrupted restore swap
   // Opening is synchronous and cheap (a memory map); everything else is built on it.
-  const store: Store = openStore({ dir: join(config.dataDir, 'db') });
+  // The daemon has checked the data format before (maintenance/data-upgrade.ts); a store of
+  // another format does not open (DataFormatError).
+  const store: Store = openStore({ dir: join(config.dataDir, 'db'), writtenBy: gatewaydVersion() });
   // When anything of the store touches the flash (docs/design.md §15): every part that keeps data as it
   // runs (broker state, bridge queues, the audit trail...) writes through it; API writes commit at once.
   const { holdMs, commitIntervalMs, backgroundCommitMs } = config.storage;
@@ -87,24 +96,31 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   });
   const log = audit.logger(baseLog);
   const events = createAccessEvents();
+  // One site, one set of users (docs/scaling-out.md): a central or an edge writes identity through
+  // the site and decides from its replica; a gateway on its own (site.role none) writes its store.
+  const site = createSite({ config, store, events, log, localMfaKey: () => loadOrCreateMfaKey({ keyFile: config.mfa.encryptionKeyFile, dataDir: config.dataDir }).key });
+  const identity = site?.identity ?? createStoreIdentityWriter(store);
+  // What the services raise; on a site's gateway its replica raises the permission changes.
+  const domainEvents = site ? siteDomainEvents(events) : events;
+  const admits = site ? { admits: site.admits } : {};
   const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost, maxConcurrent: config.auth.maxConcurrentPasswordHashes });
-  const engine = createPermissionEngine({ store, events });
-  const tokens = createTokenService({ store, events, log, maxTokensPerUser: config.auth.maxTokensPerUser });
+  const engine = createPermissionEngine({ store, events: domainEvents });
+  const tokens = createTokenService({ store, identity, events: domainEvents, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });
-  const roles = createRoleService({ store, engine, log, guard });
+  const roles = createRoleService({ store, identity, engine, log, guard });
   const throttle = createLoginThrottle(config.auth.loginThrottle);
-  const users = createUserService({ store, engine, roles, tokens, hasher, events, policy: config.policy, log, guard, throttle });
+  const users = createUserService({ store, identity, engine, roles, tokens, hasher, events: domainEvents, policy: config.policy, log, guard, throttle });
   const mfaChallenges = createMfaChallenges({ ttlMs: config.mfa.challengeSeconds * 1000, maxEntries: 10_000 });
   // LDAP single sign-on (docs/design.md §8); reads config.ldap at call time, one directory connection per login.
   const ldap = createLdapService({ config: config.ldap, users, roles, log });
-  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap });
-  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log , revokeOtherTokens: async (userId, keep) => {
+  const auth = createAuthService({ users, tokens, hasher, throttle, engine, events, config: config.auth, log, mfaChallenges, ldap, ...admits });
+  const mfa = createMfaService({ users, auth, challenges: mfaChallenges, config: config.mfa, dataDir: config.dataDir, log, ...(site ? { siteKey: site.mfaKey } : {}), revokeOtherTokens: async (userId, keep) => {
     const revoked = await tokens.revoke(userId, tokens.fingerprintsOf(userId).filter((fp) => fp !== keep));
     // A password alone no longer signs this user in: its MQTT password sessions end as well.
     events.emit({ userId, kind: 'revoked', tokenFingerprints: [], passwordSessions: true });
     return revoked;
   } });
-  const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c) });
+  const mqttAccess = createMqttAccess({ users, auth, engine, events, log, onUnknownUser: (c) => registry.recordMqttConnect(c), ...admits });
   // A cluster broker's hooks (docs/scaling-out.md): the same MqttAccess port as the embedded broker.
   const brokerHooks = createBrokerHooks({
     config: config.brokerHooks,
@@ -183,6 +199,11 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     // Sessions of the OPC UA server (Server::Opcua): gatewayd users, mqtt permissions on node topics.
     opcuaAccess: { authenticate: async (username, secret) => (await auth.authenticateSecret(username, secret, 'opcua')).user, allows: (userId, operation, topic) => engine.allows(userId, 'mqtt', operation, topic) },
     sparkplug,
+    // After a restart an endpoint's last write comes back from the trail: its newest event, by the endpoint index.
+    lastWriteOf: (endpointId) => {
+      const [event] = audit.query({ endpoint: endpointId, limit: 1 }).records;
+      return event && lastWriteOfEvent(event);
+    },
   });
 
   const health = createHealth({
@@ -191,6 +212,8 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     maintenanceRunning: () => maintenance.status().running,
     dataDir: config.dataDir,
     minFreeDiskBytes: config.health.minFreeDiskBytes,
+    version: gatewaydVersion(),
+    ...(site ? { site } : {}),
   });
   const metrics = createMetrics({
     broker: () => broker?.stats(),
@@ -211,10 +234,12 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     storagePolicy: () => storage.stats(),
     flashYears: () => flashWear.projection().projectedYears,
     freeDiskBytes: () => health.freeDiskBytes(),
+    ...(site ? { site: () => site.status() } : {}),
     lastBackupEnd: () => {
       const backup = maintenance.status().backup;
       return backup?.succeeded ? backup.endDate : undefined;
     },
+    backupBytes: () => backupBytes(maintenance.paths),
   });
   // The overview's charts: the last hour of the counters above, sampled in memory.
   const dashboard = createDashboard({
@@ -284,6 +309,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
       auditRoutes({ audit }),
       brokerAdminRoutes({ broker: () => broker, usernameOf: (userId) => store.users.get(userId)?.username }),
       uiSupportRoutes({ dashboard }),
+      siteRoutes({ site }),
     ],
   });
   const https = createHttpsServerPart({
@@ -320,9 +346,20 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     },
     audit.part,
     flashWear.part,
+    // Before bootstrap: a site's gateway reaches its site (or starts from its replica) first.
+    ...(site ? [site.part] : []),
     {
       name: 'bootstrap',
-      start: () => bootstrapAdmin({ store, users, roles, config, log }),
+      start: async () => {
+        if (site?.role === 'edge') return bootstrapBreakGlass({ users, roles, identity, config, log });
+        try {
+          await bootstrapAdmin({ store, users, roles, config, log });
+        } catch (err) {
+          // Two new centrals of one site creating `admin` at once: the second finds the first's.
+          if (!site || !(err instanceof ConflictError)) throw err;
+          await bootstrapAdmin({ store, users, roles, config, log });
+        }
+      },
       stop: async () => {},
     },
     {
@@ -371,11 +408,13 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
     // HTTPS listens first, so the plain port's redirects and refusals name its bound port.
     https,
     http,
+    // Stopped before the listeners: the edges' long polls are answered at once, not cut at shutdownTimeoutMs.
+    ...(site?.feed ? [{ name: 'site-long-polls', start: async () => {}, stop: async () => site.feed!.endWaits() } satisfies Part] : []),
   ];
 
   return {
     parts,
-    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
+    services: { events, engine, tokens, roles, users, auth, hasher, mqttAccess, brokerHooks, store, site, identity, storage, trusted, bridges, audit, dashboard, get ca() { return ca; }, get broker() { return broker; } },
     ports: () => ({ http: http.port(), https: https.port(), ...brokerPorts }),
     mapping,
   };

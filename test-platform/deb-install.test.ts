@@ -4,63 +4,18 @@
 // installed unit file), an HTTPS login trusting the gateway CA, then dpkg -r and dpkg -P: what
 // remains after each is what Debian policy and docs/platforms.md say.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { fetchTrusting } from '../test/support/https-fetch.js';
-import { debFor, startDaemon, stopDaemon, type RunningDaemon } from './support/platform-kit.js';
+import { dpkg, mode, owner, packageStatus, purgeIfInstalled, startInstalledUnit, UNIT, unitExecution } from './support/installed-package.js';
+import { debFor, stopDaemon, type RunningDaemon } from './support/platform-kit.js';
 
 const ADMIN_PASSWORD = 'Installed-Passw0rd!';
-const UNIT = '/lib/systemd/system/gatewayd.service';
-/** systemd's PATH for services. */
-const SYSTEMD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Every path named *gatewayd* where a package could leave one. */
 function gatewaydPaths(): string[] {
   const found = spawnSync('find', ['/etc', '/usr', '/var', '/lib', '/opt', '/srv', '-xdev', '-name', '*gatewayd*'], { encoding: 'utf8' });
   return found.stdout.split('\n').filter(Boolean).sort();
-}
-
-function dpkg(...args: string[]): { status: number | null; output: string } {
-  const run = spawnSync('dpkg', args, { encoding: 'utf8', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-  return { status: run.status, output: run.stdout + run.stderr };
-}
-
-function packageStatus(): string {
-  const run = spawnSync('dpkg-query', ['-W', '-f=${Status}', 'gatewayd'], { encoding: 'utf8' });
-  return run.status === 0 ? run.stdout : 'unknown';
-}
-
-/** systemd's word splitting of a setting, enough for this unit: whitespace, double quotes. */
-function words(value: string): string[] {
-  return [...value.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
-}
-
-/** What systemd would run for the unit: command, user, working directory, environment, umask. */
-function unitExecution(unitText: string): { argv: string[]; user: string; group: string; cwd: string; env: Record<string, string>; umask: string } {
-  const settings = unitText.split('\n').filter((l) => /^[A-Z]\w*=/.test(l));
-  const all = (key: string) => settings.filter((l) => l.startsWith(`${key}=`)).map((l) => l.slice(key.length + 1));
-  const one = (key: string) => all(key).at(-1) ?? '';
-  const env: Record<string, string> = { PATH: SYSTEMD_PATH };
-  for (const value of all('Environment')) for (const word of words(value)) env[word.slice(0, word.indexOf('='))] = word.slice(word.indexOf('=') + 1);
-  for (const value of all('EnvironmentFile')) {
-    const optional = value.startsWith('-');
-    const file = optional ? value.slice(1) : value;
-    if (!existsSync(file) && optional) continue;
-    for (const line of readFileSync(file, 'utf8').split('\n')) {
-      const m = /^\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
-      if (m) env[m[1]!] = m[2]!.replace(/^"(.*)"$/, '$1');
-    }
-  }
-  return { argv: words(one('ExecStart')), user: one('User'), group: one('Group'), cwd: one('WorkingDirectory'), env, umask: one('UMask') };
-}
-
-function mode(path: string): string {
-  return (statSync(path).mode & 0o7777).toString(8).padStart(4, '0');
-}
-
-function owner(path: string): string {
-  const { uid, gid } = statSync(path);
-  return execFileSync('stat', ['-c', '%U:%G', path], { encoding: 'utf8' }).trim() || `${uid}:${gid}`;
 }
 
 describe('the amd64 package installed with dpkg', function () {
@@ -70,8 +25,7 @@ describe('the amd64 package installed with dpkg', function () {
 
   before(async function () {
     if (process.getuid?.() !== 0 || process.arch !== 'x64') this.skip();
-    // A run that stopped half way leaves the package: start from none.
-    if (packageStatus() !== 'unknown' && !packageStatus().includes('not-installed')) dpkg('-P', 'gatewayd');
+    purgeIfInstalled();
     pathsBefore = gatewaydPaths();
     await debFor('amd64');
   });
@@ -111,17 +65,7 @@ describe('the amd64 package installed with dpkg', function () {
     expect(unit.argv).to.deep.equal(['/usr/lib/gatewayd/node/bin/node', '/usr/lib/gatewayd/dist/src/main.js']);
     expect([unit.user, unit.group, unit.cwd, unit.umask]).to.deep.equal(['gatewayd', 'gatewayd', '/usr/lib/gatewayd', '0077']);
     expect(unit.env).to.include({ GATEWAYD_DATA_DIR: '/var/lib/gatewayd', GATEWAYD_CONFIG: '/etc/gatewayd/config.json', GATEWAYD_ADMIN_PASSWORD: ADMIN_PASSWORD });
-    const uid = Number(execFileSync('id', ['-u', unit.user], { encoding: 'utf8' }));
-    const gid = Number(execFileSync('id', ['-g', unit.group], { encoding: 'utf8' }));
-    daemon = await startDaemon({
-      command: '/bin/sh',
-      args: ['-c', `umask ${unit.umask} && exec "$@"`, 'sh', ...unit.argv],
-      env: unit.env,
-      cwd: unit.cwd,
-      uid,
-      gid,
-      readyTimeoutMs: 60_000,
-    });
+    daemon = await startInstalledUnit();
     expect(daemon.stderr(), 'no platform warning on the bundled Node').to.equal('');
     const httpsFetch = fetchTrusting('/var/lib/gatewayd/pki/ca.cert.pem');
     const login = await httpsFetch(`https://127.0.0.1:${daemon.ready.https as number}/api/login`, {

@@ -78,6 +78,7 @@ describe('Debian packages', function () {
           '/etc/gatewayd/services',
           '/usr/share/doc/gatewayd/copyright',
           '/usr/share/doc/gatewayd/changelog.gz',
+          '/usr/share/doc/gatewayd/CHANGELOG.md',
           '/usr/share/lintian/overrides/gatewayd',
         ]) {
           expect(entries.has(path), path).to.equal(true);

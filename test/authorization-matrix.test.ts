@@ -102,6 +102,8 @@ function operations(): Operation[] {
 const OPS = operations();
 /** Called by a cluster's nodes, guarded by brokerHooks (allowFrom, secret), not by a user credential. */
 const CLUSTER_HOOKS = ['rabbitmq/user', 'rabbitmq/vhost', 'rabbitmq/resource', 'rabbitmq/topic', 'vernemq', 'emqx/authn', 'emqx/authz'].map((h) => `POST /api/broker/hooks/${h}`);
+/** Called by a site's edges with a join token, then their own credential (src/site/site-feed.ts), not a user's. */
+const SITE_EDGE_OPERATIONS = ['POST /api/site/join', 'GET /api/site/snapshot', 'GET /api/site/changes'];
 const target = (op: Operation) => (op.query ? `${op.path}?${op.query}` : op.path);
 const isPublic = (op: Operation) => publicOperations.has(op.key);
 const isAuthenticatedOnly = (op: Operation) => authenticatedOperations.has(op.key);
@@ -156,6 +158,7 @@ describe('authorization matrix', function () {
         'GET /health',
         'GET /health/ready',
         ...CLUSTER_HOOKS,
+        ...SITE_EDGE_OPERATIONS,
       ].sort(),
     );
     expect([...authenticatedOperations].sort()).to.deep.equal(

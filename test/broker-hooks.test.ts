@@ -359,10 +359,14 @@ describe('broker hooks for clusters', function () {
       const gw = await startGateway({ overrides: { brokerHooks: { enabled: true, maxRequestsPerSecond: 5 } } });
       try {
         const u = await gw.userWith([mqttGrant('a/#')]);
+        const started = performance.now();
         const burst = await Promise.all(Array.from({ length: 30 }, () => hook(gw, 'emqx/authz', emqx.authz({ username: u.username, clientId: 'x' }, 'publish', 'a'))));
+        const seconds = (performance.now() - started) / 1000;
         const limited = burst.filter((r) => r.status === 429);
         expect(limited.length).to.be.greaterThan(0);
-        expect(burst.filter((r) => r.status === 200).length).to.be.at.most(6);
+        // 5 a second: the first second's 5 (and one at its edge), plus 5 for every further second
+        // the burst took on a busy machine.
+        expect(burst.filter((r) => r.status === 200).length).to.be.at.most(6 + Math.floor(seconds * 5));
         expect(limited[0]!.text).to.not.include(u.username);
         expect((await gw.api('GET', '/api/session', { token: u.token })).status).to.equal(200);
       } finally {

@@ -14,6 +14,7 @@ interface AuditItem {
   category: string;
   outcome: 'success' | 'failure';
   actor?: { userId: string; username: string };
+  source?: string;
   details: Record<string, unknown>;
 }
 
@@ -92,6 +93,8 @@ describe('control actions in the audit trail', function () {
     const [event] = await audit({ category: 'control', endpoint: 'valve.setpoint' });
     expect(event).to.deep.include({ action: 'endpoint written', category: 'control', outcome: 'success', actor: { userId: operator.id, username: 'operator' } });
     expect(event!.details).to.deep.include({ endpoint: 'valve.setpoint', topic: 'services/valve/setpoint/set', value: 4321, clientId: 'hmi-1' });
+    // The MQTT client's address is the event's source, as a request's is (issue 38 point 9).
+    expect(event!.source).to.match(/^(::ffff:)?127\.0\.0\.1$/);
     // The endpoint's view says the same, in words the UI shows.
     const view = await gw.api('GET', '/api/endpoints/valve.setpoint', { token: operator.token });
     expect(view.status).to.equal(200);
@@ -128,6 +131,7 @@ describe('control actions in the audit trail', function () {
     const event = await until(async () => (await audit({ endpoint: 'valve.setpoint', action: 'endpoint written' })).find((e) => e.details.value === 77));
     expect(event).to.deep.include({ actor: { userId: operator.id, username: 'operator' } });
     expect(event.details).to.include({ via: 'mapping valve.copy', clientId: 'hmi-1' });
+    expect(event.source).to.match(/^(::ffff:)?127\.0\.0\.1$/);
   });
 
   it('records a write by a user who may not see the endpoint; only readers of the audit trail see the event', async () => {

@@ -96,6 +96,7 @@ const read = (path: string) => readFileSync(path, 'utf8');
 describe('documentation links', () => {
   const markdownFiles = [
     join(root, 'README.md'),
+    join(root, 'CHANGELOG.md'),
     ...filesUnder(join(root, 'docs'), (name) => name.endsWith('.md')),
     ...filesUnder(join(root, 'src'), (name) => name === 'README.md'),
   ];
@@ -113,7 +114,7 @@ describe('documentation links', () => {
     ]);
   });
 
-  it('every relative link and anchor in README.md, docs/ and src/**/README.md resolves', () => {
+  it('every relative link and anchor in README.md, CHANGELOG.md, docs/ and src/**/README.md resolves', () => {
     expect(markdownFiles.length).to.be.at.least(15);
     expect(markdownFiles.flatMap((file) => relativeLinks(read(file))).length).to.be.greaterThan(100);
     const problems = markdownFiles.flatMap((file) => brokenLinks(file, read(file), read));

@@ -1,5 +1,6 @@
 // Health probes and Prometheus metrics (issue 13 points 2 and 3) on the real gateway.
 import { expect } from 'chai';
+import { gatewaydVersion } from '../src/maintenance/version.js';
 import { startGateway, type TestGateway } from './support/harness.js';
 import { connect, endAllClients } from './support/mqtt-test-kit.js';
 
@@ -14,7 +15,8 @@ describe('health and metrics', function () {
     it('answers GET /health and /health/ready anonymously, with nothing sensitive', async () => {
       const live = await gw.api('GET', '/health');
       expect(live.status).to.equal(200);
-      expect(live.body).to.deep.equal({ status: 'ok' });
+      expect(live.body).to.deep.equal({ status: 'ok', version: gatewaydVersion() });
+      expect(gatewaydVersion()).to.match(/^\d+\.\d+\.\d+$/);
       const ready = await gw.api('GET', '/health/ready');
       expect(ready.status).to.equal(200);
       expect(ready.body).to.deep.equal({ status: 'ready', checks: { store: 'ok', broker: 'ok', disk: 'ok', maintenance: 'ok' } });

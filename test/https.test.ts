@@ -16,6 +16,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { createHttpServerPart } from '../src/http/http-server.js';
 import { createHttpsServerPart } from '../src/http/https-server.js';
 import { createSilentLogger } from '../src/log/index.js';
+import { gatewaydVersion } from '../src/maintenance/version.js';
 import { ADMIN_PASSWORD, startDaemonProcess, startGateway, tempDir, type TestGateway } from './support/harness.js';
 import { fetchTrusting, type FetchLike } from './support/https-fetch.js';
 import { collect, connectUrl, endAllClients, makeCerts, runCli, subscribe, type Certs } from './support/mqtt-test-kit.js';
@@ -90,7 +91,7 @@ describe('HTTPS', function () {
       expect(health.code, health.stderr).to.equal(0);
       expect(health.stdout).to.match(/^HTTP\/1\.1 200 /);
       expect(health.stdout).to.match(/\r\nStrict-Transport-Security: max-age=31536000\r\n/i);
-      expect(health.stdout).to.include('{"status":"ok"}');
+      expect(health.stdout).to.include(`{"status":"ok","version":"${gatewaydVersion()}"}`);
 
       const login = await curl('--cacert', gw.caFile, '-X', 'POST', `${gw.httpsUrl}/api/login`, '-H', 'content-type: application/json', '-d', JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }));
       expect(login.code, login.stderr).to.equal(0);
@@ -493,7 +494,7 @@ describe('HTTPS', function () {
     try {
       expect(daemon.ready.https).to.be.a('number').and.greaterThan(0);
       const health = await curl('--cacert', join(dataDir, 'pki', 'ca.cert.pem'), `https://localhost:${daemon.ready.https}/health`);
-      expect(health.stdout, health.stderr).to.equal('{"status":"ok"}');
+      expect(health.stdout, health.stderr).to.equal(`{"status":"ok","version":"${gatewaydVersion()}"}`);
     } finally {
       daemon.child.kill('SIGTERM');
       await daemon.exited;

@@ -32,9 +32,11 @@ describe('scripts/install.sh', function () {
     const env = { ...process.env, PREFIX: prefix, ETC_DIR: join(dir, 'etc/gatewayd'), UNIT_DIR: join(dir, 'systemd'), SKIP_SYSTEMD: '1', SKIP_USER: '1' };
     execFileSync('bash', [join(root, 'scripts/install.sh')], { env, stdio: 'pipe' });
 
-    expect(readdirSync(prefix).sort()).to.deep.equal(['README.md', 'config', 'dist', 'docs', 'node_modules', 'package-lock.json', 'package.json']);
-    // The README's links into docs/ resolve on the installed gateway; no screenshots.
-    for (const [, page] of readFileSync(join(prefix, 'README.md'), 'utf8').matchAll(/\]\((docs\/[^)#]+\.md)/g)) expect(existsSync(join(prefix, page!)), page).to.equal(true);
+    expect(readdirSync(prefix).sort()).to.deep.equal(['CHANGELOG.md', 'README.md', 'config', 'dist', 'docs', 'node_modules', 'package-lock.json', 'package.json']);
+    // The README's links into docs/ and to the changelog resolve on the installed gateway; no screenshots.
+    const pages = [...readFileSync(join(prefix, 'README.md'), 'utf8').matchAll(/\]\(((?:docs\/[^)#]+|CHANGELOG)\.md)/g)].map((m) => m[1]!);
+    expect(pages).to.include('CHANGELOG.md');
+    for (const page of pages) expect(existsSync(join(prefix, page)), page).to.equal(true);
     expect(readdirSync(join(prefix, 'docs')).every((f) => f.endsWith('.md'))).to.equal(true);
     expect(readdirSync(join(prefix, 'dist')).sort()).to.deep.equal(['src', 'ui']);
     expect(existsSync(join(prefix, 'dist/src/main.js'))).to.equal(true);

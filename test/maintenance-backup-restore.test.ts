@@ -10,14 +10,14 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import sinon from 'sinon';
 import * as tar from 'tar';
 import { gatewaydVersion } from '../src/maintenance/version.js';
-import { STORE_SCHEMA_VERSION } from '../src/store/index.js';
+import { DATA_FORMAT_VERSION } from '../src/store/index.js';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
 import { backupAndDownload, upload, waitIdle, type Status } from './support/maintenance-kit.js';
 import { connackOf, connect, connectWithInbox, subscribe } from './support/mqtt-test-kit.js';
 import { sessionPresent } from './support/broker-crash-kit.js';
 
 const OTHER_PASSWORD = 'An0ther-Passw0rd';
-const BACKUP_ID = /^0\.1\.0_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3}Z$/;
+const BACKUP_ID = new RegExp(`^${gatewaydVersion().replaceAll('.', '\\.')}_\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}\\.\\d{3}Z$`);
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 // ------------------------------------------------------------------------------ helpers
@@ -80,7 +80,7 @@ function manifestFor(store: Buffer, overrides: Record<string, unknown> = {}): Bu
       formatVersion: 1,
       id: `${gatewaydVersion()}_2024-01-01T00-00-00.000Z`,
       gatewaydVersion: gatewaydVersion(),
-      storeSchemaVersion: STORE_SCHEMA_VERSION,
+      storeSchemaVersion: DATA_FORMAT_VERSION,
       createdAt: '2024-01-01T00:00:00.000Z',
       files: { 'db/data.mdb': { size: store.length, sha256: sha256(store) } },
       ...overrides,
@@ -206,7 +206,7 @@ describe('maintenance: backup and restore', function () {
       const entries = await readArchive(archive);
       expect(entries.map((e) => e.path)).to.deep.equal(['manifest.json', 'db/data.mdb']);
       const manifest = JSON.parse(entries[0]!.body.toString('utf8'));
-      expect(manifest).to.include({ format: 'gatewayd-backup', id, gatewaydVersion: '0.1.0', storeSchemaVersion: STORE_SCHEMA_VERSION });
+      expect(manifest).to.include({ format: 'gatewayd-backup', id, gatewaydVersion: gatewaydVersion(), storeSchemaVersion: DATA_FORMAT_VERSION });
       expect(Date.parse(manifest.createdAt)).to.be.a('number').and.not.NaN;
       expect(manifest.files['db/data.mdb']).to.deep.equal({ size: entries[1]!.body.length, sha256: sha256(entries[1]!.body) });
 
@@ -358,12 +358,17 @@ describe('maintenance: backup and restore', function () {
       await expectRefused(rawTarGz([...good(), good()[1]!]), /appears more than once/);
     });
 
-    it('an incompatible store schema version names the compatible one', async () => {
-      const manifest = manifestFor(storeFile, { storeSchemaVersion: STORE_SCHEMA_VERSION + 1, gatewaydVersion: '9.0.0' });
+    it('a newer data format is refused naming both formats and the release that reads it; a format no release writes too', async () => {
+      const manifest = manifestFor(storeFile, { storeSchemaVersion: DATA_FORMAT_VERSION + 1, gatewaydVersion: '9.0.0' });
       await expectRefused(
         rawTarGz([{ path: 'manifest.json', body: manifest }, good()[1]!]),
-        new RegExp(`schema version ${STORE_SCHEMA_VERSION + 1} \\(written by gatewayd 9\\.0\\.0\\); this gatewayd 0\\.1\\.0 restores store schema version ${STORE_SCHEMA_VERSION} only`),
+        new RegExp(`data format ${DATA_FORMAT_VERSION + 1} \\(written by gatewayd 9\\.0\\.0\\); this gatewayd ${gatewaydVersion().replaceAll('.', '\\.')} reads data format ${DATA_FORMAT_VERSION} and older: restore it with gatewayd 9\\.0\\.0 or later`),
       );
+      await expectRefused(rawTarGz([{ path: 'manifest.json', body: manifestFor(storeFile, { storeSchemaVersion: 0 }) }, good()[1]!]), /data format 0 .* restores data formats 1 to \d+/);
+    });
+
+    it('a manifest whose data format is not the store\'s is refused', async () => {
+      await expectRefused(rawTarGz([{ path: 'manifest.json', body: manifestFor(storeFile, { storeSchemaVersion: 1 }) }, good()[1]!]), new RegExp(`the store in the archive has data format ${DATA_FORMAT_VERSION}; its manifest says 1`));
     });
 
     it('a file that is not gzip', async () => {

@@ -2,9 +2,10 @@
 // controller answering Register Session, Forward Open, Read/Write Tag ... on 127.0.0.x), then
 // in the gateway: service checks, polls and /req, writes through <topic>/set with
 // /set/result, refusals, the permission engine, reconnection, /metrics, the API views and
-// forms, Sparkplug metrics.
-import { mkdirSync } from 'node:fs';
+// forms, Sparkplug metrics, and docs/mapping.md's example (endpoints naming only their tag).
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { MqttClient } from 'mqtt';
 import { createEtherNetIpDriver, type EtherNetIpConfiguration } from '../src/mapping/drivers/ethernet-ip.js';
@@ -15,6 +16,8 @@ import { ADMIN_PASSWORD, GOOD_PASSWORD, startGateway, tempDir, type TestGateway 
 import { closed, connect, endAllClients, subscribe, withTimeout } from './support/mqtt-test-kit.js';
 import { SparkplugHost } from './support/sparkplug-host.js';
 import { until } from './mapping-support.js';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
 /** The next message on `client` that `pred` accepts (its payload as text), within `ms`. */
 function nextMessage(client: MqttClient, pred: (topic: string, payload: string) => boolean, ms = 5000): Promise<{ topic: string; payload: string }> {
@@ -159,6 +162,39 @@ describe('EtherNet/IP driver against the test kit\'s CIP server', function () {
     expect(plc.counts.sessions).to.equal(1);
   });
 
+  it('reads a tag given without a type as the controller types it; a write learns the type with one read per session; a type given is still checked', async () => {
+    const d = await open();
+    const read = (address: Record<string, unknown>) => d.read(endpoint(address));
+    expect(await read({ tag: 'Speed' })).to.equal(1500);
+    expect(await read({ tag: 'Level' })).to.equal(-12);
+    expect(await read({ tag: 'Mode' })).to.equal(3);
+    expect(await read({ tag: 'Running' })).to.equal(true);
+    expect(await read({ tag: 'Counter' })).to.equal(String(2n ** 60n + 1n));
+    expect(await read({ tag: 'Ratio' })).to.equal(Math.PI);
+    expect(await read({ tag: 'Program:Main.Temp' })).to.equal(21.5);
+    expect(await read({ tag: 'Line.Motor[2].Current' })).to.equal(4.25);
+    expect(await read({ tag: 'Temps[7]', elements: 3 })).to.deep.equal([17, 18, 19]);
+    // 1,600 bytes of LREAL: fragments, sized by the type the first answer names.
+    const trend = (await read({ tag: 'Trend', elements: 200 })) as number[];
+    expect(trend).to.have.length(200);
+    expect(trend[199]).to.equal(199 / 4);
+    // A BOOL array without type is what Logix keeps: 32-bit words (type BOOL addresses its bits).
+    expect(await read({ tag: 'Flags' })).to.equal(0b101);
+
+    const services: number[] = [];
+    plc.events.on('service', (code: number) => services.push(code));
+    const speed = { ...endpoint({ tag: 'Speed' }), operation: 'write' } as EndpointDef;
+    await d.write(speed, -7);
+    await d.write(speed, 8);
+    expect(plc.get('Speed')).to.equal(8);
+    expect(services).to.deep.equal([0x4c, 0x4d, 0x4d]); // the type learned once, then Write Tag
+    const tooBig = await d.write({ ...endpoint({ tag: 'Level' }), operation: 'write' } as EndpointDef, 40000).catch((e: Error) => e);
+    expect(tooBig).to.be.instanceOf(DeviceError).with.property('message', 'Level: 40000 does not fit a INT (integers -32768..32767)');
+    expect(plc.get('Level')).to.equal(-12);
+    const wrongType = await read({ tag: 'Speed', type: 'REAL' }).catch((e: Error) => e);
+    expect(wrongType).to.be.instanceOf(DeviceError).with.property('message', 'Speed is DINT in the controller, the endpoint says REAL');
+  });
+
   it('reads and writes what does not fit one message in fragments (Read/Write Tag Fragmented)', async () => {
     const d = await open();
     const services: number[] = [];
@@ -276,7 +312,7 @@ describe('EtherNet/IP in the gateway', function () {
     gw = await startGateway({ dataDir, overrides: { mapping: { servicesDir: join(dataDir, 'services') } } });
     admin = await gw.login();
     sub = await connect(gw.ports.mqtt, { username: 'admin', password: ADMIN_PASSWORD });
-    await subscribe(sub, ['services/cell/#']);
+    await subscribe(sub, ['services/cell/#', 'services/docs/#']);
     expect((await putYaml('cell', serviceYaml('127.0.0.1', plc.port))).status).to.equal(201);
     await reach('connections', 'cell.plc', 'connected');
   });
@@ -318,6 +354,24 @@ describe('EtherNet/IP in the gateway', function () {
     expect((await gw.api('GET', '/api/connections/badplc.plc', { token: admin })).status).to.equal(404);
   });
 
+  it('accepts the EtherNet/IP example of docs/mapping.md, an endpoint naming only its tag, and publishes the value as the controller types it', async () => {
+    const docs = readFileSync(join(repoRoot, 'docs/mapping.md'), 'utf8');
+    const section = docs.slice(docs.indexOf('(`protocol: EtherNetIp`)'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
+    const example = block.replace(/^ {2}/gm, '').replace('host: 192.168.1.30', `host: 127.0.0.1, port: ${plc.port}`);
+    expect(example).to.match(/address: \{tag: "Line\.Motor\[2\]\.Speed"\}/);
+    plc.define('Line.Motor[2].Speed', { type: 'DINT', value: 1450 });
+    plc.define('Zone', { type: 'REAL', length: 4, value: [20.5, 21, 21.5, 22] });
+    const speed = nextMessage(sub, (topic) => topic === 'services/docs/speed', 10_000);
+    const zones = nextMessage(sub, (topic) => topic === 'services/docs/zones', 10_000);
+    const res = await putYaml('docs', example);
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    expect(JSON.parse((await speed).payload)).to.equal(1450);
+    expect(JSON.parse((await zones).payload)).to.deep.equal([20.5, 21, 21.5, 22]);
+    expect((await get('/api/endpoints/docs.speed')).address).to.deep.equal({ tag: 'Line.Motor[2].Speed', elements: 1 }); // no type: none is made up
+    expect((await gw.api('DELETE', '/api/services/docs', { token: admin })).status).to.equal(200);
+  });
+
   it('publishes polled tags and answers /req; the API shows the connection and endpoints; the forms have EtherNet/IP', async () => {
     const speed = await nextMessage(sub, (topic) => topic === 'services/cell/speed');
     expect(JSON.parse(speed.payload)).to.equal(1500);
@@ -357,9 +411,15 @@ describe('EtherNet/IP in the gateway', function () {
       wrongSet: [2.5, 'Speed: data type mismatch (CIP status 0xff/0x2107)'],
       recipeSet: [8, 'Recipe: privilege violation (the tag is read-only for external access) (CIP status 0x0f)'],
     } as const;
+    const refused = /^gatewayd_mapping_messages_total\{connection="cell\.plc",kind="refused_write"\}/;
+    const refusedBefore = await metric(refused);
     for (const [name, [value, error]] of Object.entries(refusals)) {
       expect(await setAndResult(name, value), name).to.deep.include({ ok: false, error });
     }
+    // The two values that do not fit never left the gateway: refused writes, not failures of the
+    // communication; the controller's two refusals are failures (issue 38 point 4).
+    expect((await metric(refused)) - refusedBefore).to.equal(2);
+    expect((await get('/api/connections/cell.plc')).figures.refusedWrites).to.equal(await metric(refused));
     expect([plc.get('Mode'), plc.get('Speed'), plc.get('Recipe')]).to.deep.equal([3, 1234, 7]);
     // The connection and its other endpoints go on; the unknown tag is that endpoint's error, counted as failures.
     expect((await get('/api/connections/cell.plc')).currentState).to.equal('connected');

@@ -306,6 +306,8 @@ describe('OPC UA in the gateway', function () {
     const audited = await until(async () => (await gw.api('GET', '/api/audit?endpoint=opc.flag&action=endpoint%20written', { token: admin })).body.items.find((e: { details: { via?: string } }) => e.details.via !== undefined));
     expect(audited.actor).to.include({ username: 'admin' });
     expect(audited.details).to.include({ via: 'OPC UA server opc.srv', topic: 'plant/flag/set', value: true });
+    // The session's address is the event's source, as a request's is (issue 38 point 9).
+    expect(audited.source).to.match(/^(::ffff:)?127\.0\.0\.1$/);
   });
 
   it('authenticates sessions as gatewayd users and authorizes reads and writes with mqtt permissions', async () => {

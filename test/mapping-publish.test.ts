@@ -66,6 +66,9 @@ describe('readings published with their QoS and retain flag', function () {
     expect(await latest(seen, 'board/level')).to.deep.include({ qos: 2, payload: Buffer.from('420') });
     expect((await latest(seen, 'plant/tank/flow')).qos).to.equal(0);
     expect((await latest(seen, 'board/flow')).qos).to.equal(0);
+    // The API says how each endpoint publishes, defaults filled in (the service page shows it).
+    expect((await gw.api('GET', '/api/endpoints/plant.level', { token: admin })).body.publish).to.deep.equal({ topic: 'plant/tank/level', qos: 1, retain: true });
+    expect((await gw.api('GET', '/api/endpoints/plant.flow', { token: admin })).body.publish).to.deep.equal({ topic: 'plant/tank/flow', qos: 0, retain: false });
 
     // A subscriber that comes after the readings gets the retained ones at once, and only those.
     const late = await connect(gw.ports.mqtt, login);

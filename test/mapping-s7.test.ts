@@ -177,11 +177,16 @@ describe('Siemens S7 connections against snap7', function () {
       ['line/lamp', '2', /^Q0\.0: a BOOL takes true or false/],
     ];
     const before = await plc.get('DB', 1, 40, 24);
+    const figures = async () => (await api('GET', '/api/connections/line.plc')).body.figures as { refusedWrites: number; failures: number };
+    const refusedBefore = (await figures()).refusedWrites;
     for (const [topic, payload, reason] of results) {
       const result = await write(topic, payload);
       expect(result.ok, topic).to.equal(false);
       expect(result.error).to.match(reason);
     }
+    // The five values that do not fit their type never reached the CPU: refused writes, counted
+    // apart from the failures of the communication (the CPU's two refusals; issue 38 point 4).
+    expect((await figures()).refusedWrites - refusedBefore).to.equal(5);
     expect(await plc.get('DB', 1, 40, 24)).to.deep.equal(before);
     expect((await api('GET', '/api/connections/line.plc')).body.currentState).to.equal('connected');
     const n = inbox.messages.filter((m) => m.topic === 'services/line/temperature').length;
@@ -221,8 +226,9 @@ describe('Siemens S7 connections against snap7', function () {
     expect(value('gatewayd_mapping_connection_up{connection="line.plc",service="line",protocol="S7"}')).to.equal(1);
     expect(value('gatewayd_mapping_messages_total{connection="line.plc",kind="read"}')).to.be.above(100);
     expect(value('gatewayd_mapping_messages_total{connection="line.plc",kind="write"}')).to.be.at.least(5);
-    // The refused items (read every round) and the refused writes.
+    // The refused items (read every round) and the writes the CPU refused; the values refused before sending apart.
     expect(value('gatewayd_mapping_messages_total{connection="line.plc",kind="failure"}')).to.be.above(20);
+    expect(value('gatewayd_mapping_messages_total{connection="line.plc",kind="refused_write"}')).to.equal(5);
     const last = value('gatewayd_mapping_last_read_timestamp_seconds{connection="line.plc"}');
     expect(Date.now() / 1000 - last).to.be.within(0, 5);
   });

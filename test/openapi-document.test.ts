@@ -125,6 +125,9 @@ const CLUSTER_HOOKS: readonly string[] = [
   'POST /api/broker/hooks/emqx/authz',
 ];
 
+/** What a site's edges call on the centrals: a join token, then their own credential, never a user's. */
+const SITE_EDGE_OPERATIONS: readonly string[] = ['POST /api/site/join', 'GET /api/site/snapshot', 'GET /api/site/changes'];
+
 const ADDED_OPERATIONS: readonly string[] = [
   // The gateway CA certificate as a PEM file (docs/web-ui.md).
   'GET /api/certificates/ca',
@@ -163,6 +166,11 @@ const ADDED_OPERATIONS: readonly string[] = [
   'GET /metrics',
   // Cluster broker hooks (docs/scaling-out.md).
   ...CLUSTER_HOOKS,
+  // One site, one set of users (docs/scaling-out.md, docs/api.md "The site protocol").
+  'GET /api/site',
+  'POST /api/site/join-tokens',
+  'DELETE /api/site/edges/{id}',
+  ...SITE_EDGE_OPERATIONS,
 ];
 
 const PUBLIC_OPERATIONS: readonly string[] = [
@@ -177,6 +185,7 @@ const PUBLIC_OPERATIONS: readonly string[] = [
   'GET /health',
   'GET /health/ready',
   ...CLUSTER_HOOKS,
+  ...SITE_EDGE_OPERATIONS,
 ];
 
 type OpenApiValidatorOptions = Parameters<typeof OpenApiValidator.middleware>[0];
@@ -287,6 +296,13 @@ describe('OpenAPI document (src/http/openapi.yaml)', () => {
     it('is OpenAPI 3.0.3 with servers [{url: /}]', () => {
       expect(doc['openapi']).to.equal('3.0.3');
       expect(doc['servers']).to.deep.equal([{ url: '/' }]);
+    });
+
+    it("names gatewayd's version (package.json) as its own, in the file and in what the build serves", () => {
+      const version = (JSON.parse(readFileSync(join(dirname(SPEC_PATH), '../../package.json'), 'utf8')) as { version: string }).version;
+      expect((doc['info'] as JsonObject)['version']).to.equal(version);
+      const built = JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../src/http/openapi.json'), 'utf8')) as { info: { version: string } };
+      expect(built.info.version).to.equal(version);
     });
 
     it('declares exactly the 88 operations of the contract and the documented additions', () => {

@@ -9,12 +9,19 @@
 // permission model does not have): here the user lacks the permission instead.
 import { expect } from 'chai';
 import mqtt, { type IClientOptions } from 'mqtt';
+import net from 'node:net';
 import type mqttPacket from 'mqtt-packet';
+import mqttPacketRuntime from 'mqtt-packet';
 import { brokerOnStorePerTest, clientOptions, connackPacket, connect, publishInbox as inbox, rawClient, subscribe, withTimeout, type RawMqttClient, type TestBroker } from './support/mqtt-test-kit.js';
 import { PAHO_PASSWORD, connectBytes, dollarTopics, firstBytes, keepalive, pahoAccess, redeliveryOnReconnect, settle, topics, unsubscribe, wildtopics } from './support/paho-cases.js';
 
 const PASSWORD = PAHO_PASSWORD;
 const ids = (value: unknown): number[] => (value === undefined ? [] : ([] as number[]).concat(value as number | number[]));
+
+/** QoS 2 PUBLISH packets 1..n of topics[0], as one client would write them. */
+function qos2Publishes(n: number): Buffer[] {
+  return Array.from({ length: n }, (_, i) => mqttPacketRuntime.generate({ cmd: 'publish', topic: topics[0], payload: Buffer.from(`message ${i + 1}`), qos: 2, messageId: i + 1, dup: false, retain: false }, { protocolVersion: 5 }));
+}
 
 describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', function () {
   this.timeout(30_000);
@@ -360,6 +367,52 @@ describe('Paho MQTT 5 interoperability suite (client_test5.py), with mqtt.js', f
     for (let i = 1; i <= announced! + 1; i++) a.send({ cmd: 'publish', topic: topics[0], payload: Buffer.from(`message ${i}`), qos: 2, messageId: i, dup: false, retain: false });
     expect(((await a.next('disconnect')) as mqttPacket.IDisconnectPacket).reasonCode).to.equal(0x93);
     await withTimeout(a.closed, 2000, 'not closed');
+  });
+
+  it('test_flow_control2 as Paho runs it: a client that answers each PUBREC with a PUBREL still reads the 0x93 DISCONNECT, and the connection ends without a reset', async () => {
+    const socket = net.connect(tb.port, '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const errors: string[] = [];
+    socket.on('error', (err: NodeJS.ErrnoException) => errors.push(err.code ?? err.message));
+    const parser = mqttPacketRuntime.parser({ protocolVersion: 5 });
+    const seen: mqttPacket.Packet[] = [];
+    const send = (packet: mqttPacket.Packet) => {
+      if (!socket.destroyed) socket.write(mqttPacketRuntime.generate(packet, { protocolVersion: 5 }));
+    };
+    parser.on('packet', (packet: mqttPacket.Packet) => {
+      seen.push(packet);
+      if (packet.cmd === 'pubrec') send({ cmd: 'pubrel', messageId: packet.messageId });
+    });
+    socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+    const ended = new Promise<boolean>((resolve) => {
+      socket.once('end', () => resolve(true));
+      socket.once('close', () => resolve(false));
+    });
+    const connack = new Promise<void>((resolve) => parser.on('packet', (p: mqttPacket.Packet) => p.cmd === 'connack' && resolve()));
+    send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, keepalive: 0, clientId: 'flow-control2', username: 'paho', password: Buffer.from(PASSWORD) });
+    await withTimeout(connack, 5000, 'no CONNACK');
+    socket.write(Buffer.concat(qos2Publishes(11)));
+    expect(await withTimeout(ended, 5000, 'the connection did not end'), 'ended by the broker (FIN), not reset').to.equal(true);
+    await new Promise((resolve) => socket.once('close', resolve));
+    expect(errors, 'errors on the client socket').to.deep.equal([]);
+    const disconnect = seen.find((p) => p.cmd === 'disconnect') as mqttPacket.IDisconnectPacket | undefined;
+    expect(disconnect?.reasonCode).to.equal(0x93);
+  });
+
+  it('QoS 2 publishes beyond the Receive Maximum pipelined behind the CONNECT (before the CONNACK): the connection closes, the broker goes on', async () => {
+    const socket = net.connect(tb.port, '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.on('error', () => {});
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    const connectBytes5 = mqttPacketRuntime.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, keepalive: 0, clientId: 'pipelined', username: 'paho', password: Buffer.from(PASSWORD) }, { protocolVersion: 5 });
+    socket.write(Buffer.concat([connectBytes5, ...qos2Publishes(11)]));
+    await withTimeout(closed, 5000, 'not closed');
+    // The broker is still there: a client connects and gets its own message back.
+    const a = await connect(tb.port, v5());
+    const box = inbox(a);
+    await a.subscribeAsync(topics[0], { qos: 1 });
+    await a.publishAsync(topics[0], 'still here', { qos: 1 });
+    await box.until(1);
   });
 
   it('test_will_delay: the will goes after min(Will Delay Interval, Session Expiry Interval)', async () => {

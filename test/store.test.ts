@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { expect } from 'chai';
-import { openStore, prefixRange, type Store } from '../src/store/index.js';
+import { DATA_FORMAT_VERSION, DataFormatError, FORMAT_KEY, FORMAT_WRITTEN_BY_KEY, openStore, prefixRange, type Store } from '../src/store/index.js';
 import { tempDir } from './support/harness.js';
 
 describe('store', () => {
@@ -83,10 +83,27 @@ describe('store', () => {
     expect(reopened).to.equal(1);
   });
 
-  it('refuses to open a store of an unknown schema version', async () => {
-    await store.meta.put('schemaVersion', 999);
+  it('refuses to open a store of a newer data format; an older one only for its migration', async () => {
+    await store.meta.put(FORMAT_KEY, 999);
     await store.close();
-    expect(() => openStore({ dir })).to.throw(/schema version 999/);
+    expect(() => openStore({ dir })).to.throw(DataFormatError, `the store holds data format 999; this build reads format ${DATA_FORMAT_VERSION}`);
+    expect(() => openStore({ dir, acceptOlderFormat: true })).to.throw(DataFormatError, /data format 999/);
     store = openStore({ dir: tempDir() });
+    await store.close();
+    const older = tempDir();
+    store = openStore({ dir: older });
+    await store.meta.put(FORMAT_KEY, DATA_FORMAT_VERSION - 1);
+    await store.close();
+    expect(() => openStore({ dir: older })).to.throw(DataFormatError, /start gatewayd to migrate it/);
+    store = openStore({ dir: older, acceptOlderFormat: true });
+    expect(store.openedFormat()).to.equal(DATA_FORMAT_VERSION - 1);
+  });
+
+  it('a new store holds this build\'s data format and the version that made it', async () => {
+    await store.close();
+    store = openStore({ dir: tempDir(), writtenBy: '7.8.9' });
+    expect(store.meta.get(FORMAT_KEY)).to.equal(DATA_FORMAT_VERSION);
+    expect(store.meta.get(FORMAT_WRITTEN_BY_KEY)).to.equal('7.8.9');
+    expect(store.openedFormat()).to.equal(DATA_FORMAT_VERSION);
   });
 });

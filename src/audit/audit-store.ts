@@ -61,6 +61,10 @@ export interface AuditStore {
   merge(records: Iterable<AuditRecord>, now: number): Promise<number>;
 }
 
+/** The trail's databases in the store's environment (backups carry them). */
+export const AUDIT_DATABASE = 'audit';
+export const AUDIT_INDEX_DATABASE = 'audit-index';
+
 /** Audit events are bookkeeping a power cut may cost (the log line is written at once). */
 const BACKGROUND: WriteHow = { class: 'background' };
 /** A key's id among the staged writes (keys hold strings and numbers). */
@@ -72,8 +76,8 @@ export function createAuditStore(deps: { storage: StoragePolicy; limits: AuditLi
   let index!: StagedTable<number>;
 
   function open(): void {
-    records = storage.table<AuditRecord>('audit', { keyEncoding: 'ordered-binary' });
-    index = storage.table<number>('audit-index', { keyEncoding: 'ordered-binary' });
+    records = storage.table<AuditRecord>(AUDIT_DATABASE, { keyEncoding: 'ordered-binary' });
+    index = storage.table<number>(AUDIT_INDEX_DATABASE, { keyEncoding: 'ordered-binary' });
   }
 
   function write(record: AuditRecord): boolean {

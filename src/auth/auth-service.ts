@@ -59,9 +59,12 @@ export function createAuthService(deps: {
   mfaChallenges: MfaChallenges;
   /** LDAP single sign-on (docs/design.md §8): usernames not found locally, and `ldap` users. */
   ldap?: Pick<LdapService, 'enabled' | 'login'>;
+  /** Whether the user may sign in now (a site's edge cut off past `denyAfter`, src/site). */
+  admits?: (userId: string) => boolean;
 }) {
   const { users, tokens, hasher, throttle, engine, config, log } = deps;
-  const { checkPassword, checkPasswordAtOnce, loginCounts } = createPasswordCheck({ users, hasher, throttle, events: deps.events, config, log, ...(deps.ldap ? { ldap: deps.ldap } : {}) });
+  const { checkPassword, checkPasswordAtOnce, loginCounts } = createPasswordCheck({ users, hasher, throttle, events: deps.events, config, log, ...(deps.ldap ? { ldap: deps.ldap } : {}), ...(deps.admits ? { admits: deps.admits } : {}) });
+  const admits = deps.admits ?? (() => true);
 
   function lifetime(hours: number | undefined): number {
     if (hours === undefined) return config.tokenLifetimeHours;
@@ -107,7 +110,7 @@ export function createAuthService(deps: {
     if (looksLikeToken(secret)) {
       const record = tokens.verify(secret);
       const user = record ? users.find(record.userId) : undefined;
-      if (record && user && user.username === username) {
+      if (record && user && user.username === username && admits(user.id)) {
         if (record.scope !== 'full') throw new ForbiddenError('MFA enrollment is required first');
         return { user, method: 'token', tokenFingerprint: record.fingerprint };
       }
@@ -176,7 +179,7 @@ export function createAuthService(deps: {
           throw new UnauthorizedError('token is unknown or expired');
         }
         const user = users.find(record.userId);
-        if (!user) throw new UnauthorizedError('token is unknown or expired');
+        if (!user || !admits(user.id)) throw new UnauthorizedError('token is unknown or expired');
         return { userId: user.id, username: user.username, method: 'token', token: record };
       }
       if (space > 0 && scheme === 'basic') {

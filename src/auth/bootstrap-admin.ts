@@ -48,6 +48,26 @@ export function generatePassword(policy: GatewayConfig['policy']['password']): s
   return chars.join('');
 }
 
+/** auth.adminPassword, checked against the password policy (a ConfigError naming the key); '' when unset. */
+export function givenAdminPassword(config: GatewayConfig): string {
+  const given = config.auth.adminPassword;
+  if (given) {
+    try {
+      checkPasswordPolicy(config.policy.password, given);
+    } catch (err) {
+      throw new ConfigError('auth.adminPassword', err instanceof AppError ? err.message : String(err));
+    }
+  }
+  return given;
+}
+
+/** A random first password, in <data>/initial-admin-password (0600): the log names the file only. */
+export function writeInitialPassword(config: GatewayConfig, log: Logger, password: string, username = 'admin'): void {
+  const file = join(config.dataDir, INITIAL_ADMIN_PASSWORD_FILE);
+  writeFileAtomic(file, password + '\n', 0o600);
+  log.info('initial admin password written', { file, ...(username !== 'admin' ? { username } : {}) });
+}
+
 /**
  * First start: role `admin` (http /api/# and mqtt # readWrite) and user `admin`. The password
  * is GATEWAYD_ADMIN_PASSWORD (auth.adminPassword) when set, else random and written to
@@ -65,14 +85,7 @@ export async function bootstrapAdmin(deps: {
     await migrateAdminRole({ store, roles });
     return;
   }
-  const given = config.auth.adminPassword;
-  if (given) {
-    try {
-      checkPasswordPolicy(config.policy.password, given);
-    } catch (err) {
-      throw new ConfigError('auth.adminPassword', err instanceof AppError ? err.message : String(err));
-    }
-  }
+  const given = givenAdminPassword(config);
   const password = given || generatePassword(config.policy.password);
   const existing = roles.list({ name: ADMIN_ROLE_NAME })[0];
   const role =
@@ -83,11 +96,7 @@ export async function bootstrapAdmin(deps: {
       permissions: ADMIN_PERMISSIONS,
     }));
   if (!users.findByUsername('admin')) {
-    if (!given) {
-      const file = join(config.dataDir, INITIAL_ADMIN_PASSWORD_FILE);
-      writeFileAtomic(file, password + '\n', 0o600);
-      log.info('initial admin password written', { file });
-    }
+    if (!given) writeInitialPassword(config, log, password);
     await users.create({ username: 'admin', password, identityProvider: 'local', roles: [role.id] }, { systemUser: true });
   }
   await store.meta.put(ADMIN_ROLE_ID_KEY, role.id);

@@ -28,10 +28,13 @@ export function createMqttAccess(deps: {
   log: Logger;
   /** Called after a failed password connect of a username no identity source knows. */
   onUnknownUser?: (credentials: MqttCredentials) => Promise<void>;
+  /** Whether the user may sign in now (a site's edge cut off past `denyAfter`, src/site). */
+  admits?: (userId: string) => boolean;
 }): ClusterMqttAccess {
   const { users, auth, engine, events } = deps;
 
   const principalOf = (user: UserRecord, method: MqttPrincipal['method'], tokenFingerprint?: string): MqttPrincipal => {
+    if (deps.admits && !deps.admits(user.id)) throw new UnauthorizedError('bad username or password');
     // A user without any MQTT permission has no business on the broker. Asked of the compiled,
     // cached set: the grant list would be read and copied from every role at each connect.
     if (engine.setOf(user.id).mqttGrants === 0) {

@@ -25,6 +25,8 @@ export function createPasswordCheck(deps: {
   log: Logger;
   /** LDAP single sign-on (docs/design.md §8): usernames not found locally, and `ldap` users. */
   ldap?: Pick<LdapService, 'enabled' | 'login'>;
+  /** Whether the user may sign in now (a site's edge cut off past `denyAfter`, src/site). */
+  admits?: (userId: string) => boolean;
 }) {
   const { users, hasher, throttle, config, log } = deps;
   /** For /metrics: password checks by outcome (every path: REST, Basic, MQTT, OPC UA, LDAP). */
@@ -69,7 +71,7 @@ export function createPasswordCheck(deps: {
         if (allowed && hash !== undefined) verified.track(user.id, hash, password, outcome);
         ok = (await outcome) && allowed;
       }
-      if (!ok || !user) return refuse(attempt, username, via, source);
+      if (!ok || !user || (deps.admits && !deps.admits(user.id))) return refuse(attempt, username, via, source);
       attempt.succeeded();
       loginCounts.succeeded++;
       // A cache hit renewed its entry itself; a shared derivation's owner remembers it.
@@ -92,6 +94,7 @@ export function createPasswordCheck(deps: {
     try {
       const user = users.findByUsernameForAuth(username);
       if (!user || user.identityProvider === 'ldap' || !passwordAllowed(user) || !verified.has(user.id, user.passwordHash, password)) return undefined;
+      if (deps.admits && !deps.admits(user.id)) return undefined;
       attempt.succeeded();
       loginCounts.succeeded++;
       return user;

@@ -1,8 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Store, TokenRecord } from '../store/index.js';
 import { prefixRange } from '../store/index.js';
+import { putTokenIndexed, removeTokenIndexed } from '../store/identity-indexes.js';
+import type { IdentityWriter } from '../store/identity-writer.js';
 import type { AccessEvents } from './access-events.js';
-import { InsufficientStorageError } from '../errors/errors.js';
+import { InsufficientStorageError, LockedError, ServiceUnavailableError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 
 /** Tokens are opaque: 32 random bytes, base64url. Only their SHA-256 is stored. */
@@ -21,16 +23,13 @@ export interface IssueTokenOptions {
   scope?: TokenRecord['scope'];
 }
 
-export function createTokenService(deps: { store: Store; events: AccessEvents; log: Logger; maxTokensPerUser: number; now?: () => number }) {
-  const { store, events, log } = deps;
+export function createTokenService(deps: { store: Store; identity: IdentityWriter; events: AccessEvents; log: Logger; maxTokensPerUser: number; now?: () => number }) {
+  const { store, identity, events, log } = deps;
   const now = deps.now ?? (() => Date.now());
 
   /** Deletes the given tokens inside the caller's transaction. */
   const removeInTxn = (userId: string, fingerprints: string[]) => {
-    for (const fp of fingerprints) {
-      store.tokens.remove(fp);
-      store.userTokens.remove([userId, fp]);
-    }
+    for (const fp of fingerprints) removeTokenIndexed(store, userId, fp);
   };
 
   const fingerprintsOf = (userId: string): string[] =>
@@ -56,15 +55,15 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
         scope: options.scope ?? 'full',
         ...(options.label !== undefined ? { label: options.label } : {}),
       };
-      let displaced: string[];
-      try {
-        displaced = await store.transaction(() => {
-        // Housekeeping bounded by this user's tokens: expired ones go when a new one comes,
-        // and beyond maxTokensPerUser the oldest live ones make room (a script that logs in
-        // every minute must not grow the store and every later login without bound).
+      // Housekeeping bounded by this user's tokens: expired ones go when a new one comes, and
+      // beyond maxTokensPerUser the oldest live ones make room (a script that logs in every
+      // minute must not grow the store and every later login without bound). `mine`: which
+      // tokens it may remove.
+      const issueInTxn = (mine: (fp: string) => boolean) => {
         const live: TokenRecord[] = [];
         const expired: string[] = [];
         for (const fp of fingerprintsOf(userId)) {
+          if (!mine(fp)) continue;
           const r = store.tokens.get(fp);
           if (!r || Date.parse(r.expiresAt) <= t) expired.push(fp);
           else live.push(r);
@@ -72,10 +71,19 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
         live.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
         const displaced = live.slice(0, Math.max(0, live.length - deps.maxTokensPerUser + 1)).map((r) => r.fingerprint);
         removeInTxn(userId, [...expired, ...displaced]);
-        store.tokens.put(record.fingerprint, record);
-        store.userTokens.put([userId, record.fingerprint], 1);
+        putTokenIndexed(store, record);
         return displaced;
-        });
+      };
+      let displaced: string[];
+      try {
+        try {
+          displaced = await identity.transaction(() => issueInTxn(() => true));
+        } catch (err) {
+          // A site's records cannot change here now (an edge; a central whose authority is
+          // down): the session is this gateway's own, and only its own tokens make room.
+          if (!(err instanceof LockedError) && !(err instanceof ServiceUnavailableError)) throw err;
+          displaced = await identity.local(() => identity.transaction(() => issueInTxn((fp) => !identity.isSiteRecord('token', fp))));
+        }
       } catch (err) {
         if (!(err instanceof InsufficientStorageError)) throw err;
         if (unsaved.size >= MAX_UNSAVED) unsaved.delete(unsaved.keys().next().value!);
@@ -110,7 +118,7 @@ export function createTokenService(deps: { store: Store; events: AccessEvents; l
     /** Revokes the given tokens of a user (all when fingerprints is undefined). Returns how many. */
     async revoke(userId: string, fingerprints?: string[]): Promise<number> {
       for (const r of unsavedOf(userId)) if (!fingerprints || fingerprints.includes(r.fingerprint)) unsaved.delete(r.fingerprint);
-      const removed = await store.transaction(() => {
+      const removed = await identity.transaction(() => {
         const own = new Set(fingerprintsOf(userId));
         const targets = fingerprints ? fingerprints.filter((fp) => own.has(fp)) : [...own];
         removeInTxn(userId, targets);

@@ -90,6 +90,11 @@ export function createRevocation(deps: {
       return;
     }
     // permissions: only a loss matters to sessions that were admitted with more.
+    if (change.lost === false) {
+      // Nothing was taken away (a site's replica knows): the sessions keep what they had.
+      if (sessions.grantsAtLogin(change.userId)) sessions.setGrants(change.userId, deps.mqttGrantsOf(change.userId));
+      return;
+    }
     const before = sessions.grantsAtLogin(change.userId);
     if (!before) {
       push(change.userId, username, 'all', 'permission lost');

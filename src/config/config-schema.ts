@@ -171,6 +171,32 @@ export const configSchema = obj({
     intervalSeconds: { type: 'integer', minimum: 1, maximum: 600 },
     windowSeconds: { type: 'integer', minimum: 60, maximum: 86400 },
   }),
+  // One site, one set of users (src/site, docs/scaling-out.md): none, a central or an edge.
+  site: obj({
+    role: { enum: ['none', 'central', 'edge'] },
+    name: { type: 'string', maxLength: 128 },
+    postgres: obj({
+      hosts: { type: 'array', maxItems: 16, items: { type: 'string', pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]]+):[0-9]{1,5}$' } },
+      database: { type: 'string', minLength: 1 },
+      user: { type: 'string', minLength: 1 },
+      password: { type: 'string' },
+      passwordFile: { type: 'string' },
+      caFile: { type: 'string' },
+      connectTimeoutMs: { type: 'integer', minimum: 100, maximum: 60000 },
+      queryTimeoutMs: { type: 'integer', minimum: 500, maximum: 120000 },
+    }),
+    centrals: { type: 'array', maxItems: 16, items: { type: 'string', pattern: '^https?://[^\\s]+$' } },
+    caFile: { type: 'string' },
+    joinToken: { type: 'string', maxLength: 256 },
+    joinTokenFile: { type: 'string' },
+    offline: { enum: ['extend', 'denyAfter'] },
+    denyAfterMinutes: { type: 'integer', minimum: 1, maximum: 5256000 },
+    staleAfterMinutes: { type: 'integer', minimum: 1, maximum: 5256000 },
+    pollIntervalMs: { type: 'integer', minimum: 100, maximum: 60000 },
+    longPollSeconds: { type: 'integer', minimum: 1, maximum: 300 },
+    logRetention: { type: 'integer', minimum: 100, maximum: 100000000 },
+    startTimeoutSeconds: { type: 'integer', minimum: 0, maximum: 3600 },
+  }),
   // When the store touches the flash (src/storage, docs/footprint.md "Flash").
   storage: obj({
     holdMs: { type: 'integer', minimum: 0, maximum: 60000 },
@@ -360,6 +386,45 @@ export interface GatewayConfig {
   audit: { maxEntries: number; maxAgeDays: number; maxEventsPerSecond: number };
   /** The dashboard's ring in memory (src/metrics/dashboard.ts): one sample per interval, for the window. */
   dashboard: { intervalSeconds: number; windowSeconds: number };
+  /** One site, one set of users (docs/scaling-out.md): `none` is a gateway on its own. */
+  site: {
+    role: 'none' | 'central' | 'edge';
+    /** This gateway's name in the site (an edge's, on the centrals' status page); empty: the host name. */
+    name: string;
+    /** Centrals: the site's PostgreSQL (hosts "host:port", the primary is found among them). */
+    postgres: {
+      hosts: string[];
+      database: string;
+      user: string;
+      password: string;
+      /** A file holding the password (instead of `password`). */
+      passwordFile: string;
+      /** PEM CA for TLS to PostgreSQL; empty: no TLS. */
+      caFile: string;
+      connectTimeoutMs: number;
+      queryTimeoutMs: number;
+    };
+    /** Edges: the centrals' base URLs, asked in turn. */
+    centrals: string[];
+    /** Edges: PEM CA trusted for https:// centrals; empty: the system's. */
+    caFile: string;
+    /** Edges: the one-time join token (or `joinTokenFile`), used once. */
+    joinToken: string;
+    joinTokenFile: string;
+    /** Edges cut off from every central: go on with the last data, or refuse the site's users after denyAfterMinutes. */
+    offline: 'extend' | 'denyAfter';
+    denyAfterMinutes: number;
+    /** Edges: the link counts as stale after this (identity.stale, /health, metrics). */
+    staleAfterMinutes: number;
+    /** Centrals: the poll behind PostgreSQL's NOTIFY. */
+    pollIntervalMs: number;
+    /** Edges: how long a central holds a "changes since" open. */
+    longPollSeconds: number;
+    /** Centrals: revisions kept in the log (older: edges and centrals resynchronise from a snapshot). */
+    logRetention: number;
+    /** How long the first start waits for the site (a central without a replica, an edge that has not joined). */
+    startTimeoutSeconds: number;
+  };
   /** The storage policy (src/storage): when writes reach the flash, and the flash's endurance for the projection. */
   storage: {
     /** How long a copy a connected recipient should acknowledge stays in memory before it is written. */

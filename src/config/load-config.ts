@@ -201,6 +201,11 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   } catch (err) {
     throw new ConfigError('brokerHooks.allowFrom', (err as Error).message);
   }
+  const site = config.site;
+  if (site.role === 'central' && site.postgres.hosts.length === 0) throw new ConfigError('site.postgres.hosts', 'a central needs the hosts of the site\'s PostgreSQL');
+  if (site.role === 'edge' && site.centrals.length === 0) throw new ConfigError('site.centrals', 'an edge needs the URLs of the site\'s centrals');
+  if (site.postgres.password && site.postgres.passwordFile) throw new ConfigError('site.postgres.passwordFile', 'set site.postgres.password or site.postgres.passwordFile, not both');
+  if (site.joinToken && site.joinTokenFile) throw new ConfigError('site.joinTokenFile', 'set site.joinToken or site.joinTokenFile, not both');
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(cwd, p));
   return {
     ...config,
@@ -208,5 +213,11 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     http: { ...config.http, tlsCertFile: config.http.tlsCertFile && abs(config.http.tlsCertFile), tlsKeyFile: config.http.tlsKeyFile && abs(config.http.tlsKeyFile) },
     // Empty stays empty: <dataDir>/services, decided where the directory is used (src/mapping/service-dir.ts).
     mapping: { ...config.mapping, servicesDir: config.mapping.servicesDir && abs(config.mapping.servicesDir) },
+    site: {
+      ...site,
+      caFile: site.caFile && abs(site.caFile),
+      joinTokenFile: site.joinTokenFile && abs(site.joinTokenFile),
+      postgres: { ...site.postgres, passwordFile: site.postgres.passwordFile && abs(site.postgres.passwordFile), caFile: site.postgres.caFile && abs(site.postgres.caFile) },
+    },
   };
 }

@@ -91,8 +91,11 @@ export class InsufficientStorageError extends AppError {
 }
 
 export class ServiceUnavailableError extends AppError {
-  constructor(message = 'service unavailable') {
+  /** Seconds after which trying again may succeed, for the Retry-After header. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(message = 'service unavailable', retryAfterSeconds?: number) {
     super(503, 'Service Unavailable', message);
+    this.retryAfterSeconds = retryAfterSeconds;
   }
 }
 /** Wraps an unexpected failure; the HTTP layer replaces its message with a correlation id. */
@@ -104,4 +107,20 @@ export class InternalError extends AppError {
 
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
+}
+
+/**
+ * What a device sent cannot be understood: malformed, longer than its protocol or the sizes the
+ * connection negotiated allow, or out of step with what was asked (another request's answer).
+ * The protocol drivers' parsers (src/mapping/drivers) raise only this for bad bytes; the
+ * connection they came on is not trusted any more. Not an AppError: it never reaches HTTP as such.
+ */
+export class ProtocolError extends Error {
+  constructor(
+    readonly protocol: 'S7' | 'EtherNet/IP' | 'Modbus',
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
 }

@@ -20,6 +20,10 @@ export const publicOperations = new Set([
   'POST /api/broker/hooks/emqx/authn',
   'POST /api/broker/hooks/emqx/authz',
   'GET /api/openapi.json',
+  // A site's edges: a join token, then the edge's own credential (src/site/site-feed.ts).
+  'POST /api/site/join',
+  'GET /api/site/snapshot',
+  'GET /api/site/changes',
   // Probes (outside /api; answered before authentication).
   'GET /health',
   'GET /health/ready',

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import { AppError, NotFoundError, TooManyRequestsError } from '../errors/errors.js';
+import { AppError, NotFoundError, ServiceUnavailableError, TooManyRequestsError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
 
 const reasons: Record<number, string> = {
@@ -42,7 +42,7 @@ export function createErrorHandler(log: Logger): ErrorRequestHandler {
     if (err instanceof AppError) {
       body = { statusCode: err.status, error: err.reason, message: err.message };
       if (err.errors) body.errors = err.errors;
-      if (err instanceof TooManyRequestsError && err.retryAfterSeconds) res.setHeader('Retry-After', String(err.retryAfterSeconds));
+      if ((err instanceof TooManyRequestsError || err instanceof ServiceUnavailableError) && err.retryAfterSeconds) res.setHeader('Retry-After', String(err.retryAfterSeconds));
     } else if (statusOf(err) !== undefined && statusOf(err)! < 500) {
       const status = statusOf(err)!;
       const e = err as { message?: string; errors?: { path?: string; message?: string }[]; type?: string };

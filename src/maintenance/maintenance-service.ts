@@ -13,17 +13,9 @@ import type { GatewayConfig } from '../config/index.js';
 import type { Part } from '../daemon.js';
 import { BadRequestError, LockedError, NotFoundError, ServiceUnavailableError } from '../errors/errors.js';
 import type { Logger } from '../log/index.js';
-import { openStore, STORE_FILE, STORE_SCHEMA_VERSION, type IndexKey, type Store } from '../store/index.js';
-import {
-  ArchiveError,
-  checkAndExtractArchive,
-  MANIFEST_FORMAT,
-  MANIFEST_FORMAT_VERSION,
-  packArchive,
-  sha256OfFile,
-  STORE_ENTRY,
-  type BackupManifest,
-} from './archive.js';
+import { migrateStore } from '../data-format/index.js';
+import { DATA_FORMAT_VERSION, OLDEST_DATA_FORMAT, openStore, STORE_FILE, type IndexKey, type Store } from '../store/index.js';
+import { ArchiveError, checkAndExtractArchive, STORE_ENTRY, type BackupManifest } from './archive.js';
 import { fsyncDir, fsyncTree, listDir, pathExists, remove } from './fs-util.js';
 import {
   archiveFileName,
@@ -32,10 +24,10 @@ import {
   backupIdFor,
   backupIdTime,
   maintenancePaths,
-  partialArchiveFileName,
 } from './paths.js';
 import { checkStoreFile } from './store-check.js';
 import { gatewaydVersion } from './version.js';
+import { writeStoreArchive } from './write-archive.js';
 
 /** Where the last backup and restore are recorded, in the store's kv database. */
 export const STATUS_KEY: IndexKey = ['maintenance', 'status'];
@@ -220,35 +212,23 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
   async function runBackup(op: OperationRecord, signal: AbortSignal, actor: Actor): Promise<void> {
     const started = performance.now();
     const work = join(p.tmp, `backup-${op.id}`);
-    const partial = join(p.backups, partialArchiveFileName(op.id));
-    const final = join(p.backups, archiveFileName(op.id));
     try {
-      await fsp.mkdir(p.backups, { recursive: true, mode: 0o700 });
-      await fsp.mkdir(work, { recursive: true, mode: 0o700 });
-      // A consistent snapshot (one LMDB read transaction) while writes go on.
-      await store.backup(join(work, 'db'));
-      signal.throwIfAborted();
-      const createdAt = now().toISOString();
-      const manifest: BackupManifest = {
-        format: MANIFEST_FORMAT,
-        formatVersion: MANIFEST_FORMAT_VERSION,
+      const { bytes } = await writeStoreArchive({
+        store,
+        workDir: work,
+        dir: p.backups,
         id: op.id,
         gatewaydVersion: version,
-        storeSchemaVersion: STORE_SCHEMA_VERSION,
-        createdAt,
-        files: { [STORE_ENTRY]: await sha256OfFile(join(work, 'db', STORE_FILE)) },
-      };
-      signal.throwIfAborted();
-      const { bytes } = await packArchive({ workDir: work, manifest, partialPath: partial, bytesPerSecond: limits.ioBytesPerSecond, signal });
-      // Visible under its final name only once complete and durable.
-      await fsp.rename(partial, final);
-      await fsyncDir(p.backups);
+        dataFormat: DATA_FORMAT_VERSION,
+        createdAt: () => now().toISOString(),
+        bytesPerSecond: limits.ioBytesPerSecond,
+        signal,
+      });
       const pruned = await prune();
       const ms = Math.round(performance.now() - started);
       await finish('backup', op, true, `backup ${op.id} complete: ${bytes} bytes`);
       log.audit('database backup completed', { backupId: op.id, bytes, ms, pruned, ...actorFields(actor) });
     } catch (err) {
-      await remove(partial).catch(() => {});
       const reason = signal.aborted ? 'aborted because gatewayd is stopping' : errorMessage(err);
       await finish('backup', op, false, `backup failed: ${reason}`);
       log.audit('database backup failed', { backupId: op.id, reason, ...actorFields(actor) });
@@ -264,12 +244,20 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
 
   // ------------------------------------------------------------------------------ restore
 
+  /**
+   * An archive of this build's data format or an older one (migrated when staged); a newer one is
+   * refused, naming both formats and the release that reads it (docs/operations.md "Upgrading").
+   */
   function checkCompatible(m: BackupManifest): void {
-    if (m.storeSchemaVersion !== STORE_SCHEMA_VERSION) {
+    const format = m.storeSchemaVersion;
+    if (format > DATA_FORMAT_VERSION) {
       throw new ArchiveError(
-        `the archive holds store schema version ${m.storeSchemaVersion} (written by gatewayd ${m.gatewaydVersion}); ` +
-          `this gatewayd ${version} restores store schema version ${STORE_SCHEMA_VERSION} only`,
+        `the archive holds data format ${format} (written by gatewayd ${m.gatewaydVersion}); this gatewayd ${version} reads data format ${DATA_FORMAT_VERSION} and older: ` +
+          `restore it with gatewayd ${m.gatewaydVersion} or later`,
       );
+    }
+    if (format < OLDEST_DATA_FORMAT) {
+      throw new ArchiveError(`the archive holds data format ${format} (written by gatewayd ${m.gatewaydVersion}); this gatewayd ${version} restores data formats ${OLDEST_DATA_FORMAT} to ${DATA_FORMAT_VERSION}`);
     }
   }
 
@@ -330,8 +318,9 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
       }
       await remove(trash).catch(() => {});
       await revokeAll(previousUsers);
-      await finish('restore', op, true, `restored backup ${manifest.id} (created ${manifest.createdAt}); the previous store is kept as db.before-restore`);
-      log.audit('database restore completed', { restoreId: op.id, backupId: manifest.id, backupCreatedAt: manifest.createdAt, ...actorFields(actor) });
+      const migrated = manifest.storeSchemaVersion < DATA_FORMAT_VERSION ? `, its data format ${manifest.storeSchemaVersion} migrated to ${DATA_FORMAT_VERSION}` : '';
+      await finish('restore', op, true, `restored backup ${manifest.id} (created ${manifest.createdAt}${migrated}); the previous store is kept as db.before-restore`);
+      log.audit('database restore completed', { restoreId: op.id, backupId: manifest.id, backupCreatedAt: manifest.createdAt, dataFormat: manifest.storeSchemaVersion, ...actorFields(actor) });
     } finally {
       swapping = false;
       swapEnded?.resolve();
@@ -395,16 +384,19 @@ export function createMaintenanceService(deps: MaintenanceServiceDeps) {
       checkCompatible(manifest);
       await remove(file);
       const check = await checkStoreFile(storeFile, { sizeBytes: manifest.files[STORE_ENTRY]!.size, signal });
-      if (check.schemaVersion !== STORE_SCHEMA_VERSION) {
-        throw new ArchiveError(
-          `the store in the archive has schema version ${JSON.stringify(check.schemaVersion) ?? 'none'}; this gatewayd ${version} restores store schema version ${STORE_SCHEMA_VERSION} only`,
-        );
+      if (check.schemaVersion !== manifest.storeSchemaVersion) {
+        throw new ArchiveError(`the store in the archive has data format ${JSON.stringify(check.schemaVersion) ?? 'none'}; its manifest says ${manifest.storeSchemaVersion}`);
       }
       signal.throwIfAborted();
-      // The restored store carries the status from the moment of the swap: if the daemon dies
-      // mid-swap, the store that comes up tells which side of the swap it is (recovery.ts).
-      const staged = openStore({ dir: stagedDb });
+      const staged = openStore({ dir: stagedDb, acceptOlderFormat: true, writtenBy: version });
       try {
+        // An older format is brought to this build's before anything reads it (one transaction).
+        if (staged.openedFormat() < DATA_FORMAT_VERSION) {
+          const migration = await migrateStore(staged, version);
+          log.lifecycle('restore: the archive\'s data format migrated', { restoreId: op.id, backupId: manifest.id, from: migration.from, to: migration.to, ms: migration.ms, steps: migration.steps });
+        }
+        // The restored store carries the status from the moment of the swap: if the daemon dies
+        // mid-swap, the store that comes up tells which side of the swap it is (recovery.ts).
         const record: StatusRecord = { ...status, restore: { ...op, running: true, phase: 'swapping', statusMessage: 'restore running: swapping the store', backupId: manifest.id } };
         if (record.backup?.running) delete record.backup;
         await staged.kv.put(STATUS_KEY, record);

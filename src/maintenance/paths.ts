@@ -11,6 +11,12 @@ export interface MaintenancePaths {
   beforeRestore: string;
   /** Complete archives `<id>.tar.gz`; archives being written are `.<id>.tar.gz.partial`. */
   backups: string;
+  /**
+   * The copies a newer release took before it migrated the data format, `format-<n>_<time>.tar.gz`
+   * (the format they hold), kept until the operator removes them: the way back to a release that
+   * reads format n (docs/operations.md "Rolling back").
+   */
+  beforeUpgrade: string;
   /** Uploads, snapshots and extraction work; emptied at every start. */
   tmp: string;
 }
@@ -22,6 +28,7 @@ export function maintenancePaths(dataDir: string): MaintenancePaths {
     staged: join(dataDir, 'db.staged'),
     beforeRestore: join(dataDir, 'db.before-restore'),
     backups: join(dataDir, 'backups'),
+    beforeUpgrade: join(dataDir, 'backups', 'before-upgrade'),
     tmp: join(dataDir, 'tmp', 'maintenance'),
   };
 }
@@ -48,4 +55,11 @@ export function backupIdFor(version: string, at: Date): string {
 /** The time part of a backup id, comparable as a string (ISO order). */
 export function backupIdTime(id: string): string {
   return id.slice(id.lastIndexOf('_') + 1);
+}
+
+/** Archives taken before a data format upgrade: `format-<n>_<ISO time with '-' for ':'>`. */
+export const BEFORE_UPGRADE_ID_PATTERN = /^format-(\d+)_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d{3})?Z$/;
+
+export function beforeUpgradeIdFor(format: number, at: Date): string {
+  return `format-${format}_${at.toISOString().replace(/:/g, '-')}`;
 }

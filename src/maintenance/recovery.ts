@@ -10,7 +10,8 @@
 //   <data>/db present, <data>/db.staged present          -> the swap never started; the staged
 //        copy is discarded and the live store stays.
 //   always: <data>/tmp/maintenance (uploads, snapshots, extraction work) is emptied and
-//        `.<id>.tar.gz.partial` archives are removed, so only complete archives remain.
+//        `.<id>.tar.gz.partial` archives are removed (in backups/ and backups/before-upgrade/),
+//        so only complete archives remain.
 import { mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log/index.js';
@@ -50,15 +51,18 @@ export function recoverMaintenanceFiles(deps: { dataDir: string; log: Logger }):
   mkdirSync(p.tmp, { recursive: true, mode: 0o700 });
 
   const removedPartialArchives: string[] = [];
-  for (const name of listDir(p.backups)) {
-    if (name.startsWith('.') && name.endsWith(ARCHIVE_SUFFIX + PARTIAL_SUFFIX)) {
-      removeSync(join(p.backups, name));
-      removedPartialArchives.push(name);
+  // Backups, and the copies taken before a data format upgrade (data-upgrade.ts).
+  for (const dir of [p.backups, p.beforeUpgrade]) {
+    let removed = false;
+    for (const name of listDir(dir)) {
+      if (name.startsWith('.') && name.endsWith(ARCHIVE_SUFFIX + PARTIAL_SUFFIX)) {
+        removeSync(join(dir, name));
+        removedPartialArchives.push(name);
+        removed = true;
+      }
     }
+    if (removed) fsyncDirSync(dir);
   }
-  if (removedPartialArchives.length) {
-    fsyncDirSync(p.backups);
-    log.warn('removed incomplete backup archives', { files: removedPartialArchives });
-  }
+  if (removedPartialArchives.length) log.warn('removed incomplete backup archives', { files: removedPartialArchives });
   return { action, removedPartialArchives };
 }

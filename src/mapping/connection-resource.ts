@@ -1,8 +1,17 @@
 // A connection's state machine (docs/design.md §11): disconnected → connecting → connected; a failed
 // attempt or a lost connection → reconnecting, retried after 1 s, 2 s, 4 s ... at most 30 s
-// (reset once connected); disconnect: disconnecting → disconnected. Without a driver (Opcua in
+// (reset once connected, and not grown by an attempt that failed on a malformed answer);
+// disconnect: disconnecting → disconnected. Without a driver (Opcua in
 // a build without OPC UA support) it stays disconnected with a message.
-import type { ConnectionDriver } from './drivers/types.js';
+//
+// Liveness (docs/mapping.md "States"): the endpoints read and write through read()/write()
+// here, which watch the outcomes. A device that answers, even to refuse (DeviceError), is
+// alive; when every read and write fails otherwise (timeouts, malformed or out-of-step answers,
+// a driver that lost its session) for timeoutMs × 3, the connection is closed and reopened with
+// the backoff (`reconnecting`, with the reason): never `connected` while nothing is read.
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './drivers/types.js';
+import { ProtocolError } from '../errors/errors.js';
+import type { EndpointDef } from './service-files.js';
 import { PollGroups } from './poll-groups.js';
 import type { ConnectionState, ConnectionView } from './resource-views.js';
 import { BACKOFF_MAX_MS, backoffDelay, errorText, RETIRE_TIMEOUT_MS, type RuntimeContext } from './runtime-context.js';
@@ -12,6 +21,11 @@ import type { ConnectionDef } from './service-files.js';
 export interface ConnectionUser {
   reconcile(): void;
 }
+
+/** Connections that fail every request for this many timeouts are reopened. */
+export const LIVENESS_TIMEOUTS = 3;
+/** The request timeout of a protocol whose configuration names none. */
+const DEFAULT_TIMEOUT_MS = 2000;
 
 export class ConnectionResource {
   current: ConnectionState = 'disconnected';
@@ -24,7 +38,11 @@ export class ConnectionResource {
   /** The polling rounds of its endpoints, when its driver reads together. */
   readonly pollGroups: PollGroups;
   /** What went through this connection since it was (re)built: see ConnectionStats. */
-  readonly counters = { reads: 0, writes: 0, failures: 0, published: 0, lastReadAt: 0 };
+  readonly counters = { reads: 0, writes: 0, failures: 0, refusedWrites: 0, published: 0, lastReadAt: 0 };
+  /** Since when every read and write failed without an answer from the device (undefined: the last one was answered). */
+  private failingSince: number | undefined;
+  /** A loss the driver reported while an attempt to connect was in flight: that attempt failed. */
+  private lostWhileConnecting: string | undefined;
   constructor(
     private readonly ctx: RuntimeContext,
     readonly def: ConnectionDef,
@@ -45,8 +63,8 @@ export class ConnectionResource {
     const { password: _p, headers: _h, ...configuration } = this.def.configuration as Record<string, unknown>;
     // Credentials in a URL (mqtt://user:pass@host) are not returned either.
     if (typeof configuration.url === 'string') configuration.url = configuration.url.replace(/\/\/[^/@]*@/, '//***@');
-    const { reads, writes, failures, published, lastReadAt } = this.counters;
-    const figures: ConnectionView['figures'] = { reads, writes, failures, published, ...(lastReadAt ? { lastReadAt: new Date(lastReadAt).toISOString() } : {}) };
+    const { reads, writes, failures, refusedWrites, published, lastReadAt } = this.counters;
+    const figures: ConnectionView['figures'] = { reads, writes, failures, refusedWrites, published, ...(lastReadAt ? { lastReadAt: new Date(lastReadAt).toISOString() } : {}) };
     const v: ConnectionView = { id: this.def.id, currentState: this.current, targetState: this.target, connection: { protocol: this.def.protocol, ...configuration }, figures, agentName: this.ctx.agentName };
     if (this.message !== undefined) v.message = this.message;
     return v;
@@ -67,10 +85,23 @@ export class ConnectionResource {
       if (this.current === 'reconnecting' && this.timer !== undefined) return; // waiting for the retry
       if (this.current === 'disconnected' || this.current === 'disconnecting') this.set('connecting');
       this.busy = true;
+      this.lostWhileConnecting = undefined;
       driver.connect().then(
         () => {
           this.busy = false;
+          const lostMeanwhile = this.lostWhileConnecting;
+          if (lostMeanwhile !== undefined) {
+            // Connected and lost before this line ran: a failed attempt, never a `connected` without a session.
+            this.message = lostMeanwhile;
+            void driver.disconnect().catch(() => undefined);
+            if (this.target !== 'connected' || this.ctx.stopped()) {
+              this.set('disconnected');
+              return this.reconcile();
+            }
+            return this.retry();
+          }
           this.attempt = 0;
+          this.failingSince = undefined;
           this.message = undefined;
           log.info('connection connected', { id: this.def.id, protocol: this.def.protocol });
           this.set('connected');
@@ -83,6 +114,10 @@ export class ConnectionResource {
             this.set('disconnected');
             return this.reconcile();
           }
+          // The device is there and answered, with bytes that make no sense (a corrupting network,
+          // a confused peer): retried after the first step, the backoff does not grow. A device
+          // that cannot be reached or refuses backs off 1 s, 2 s ... 30 s.
+          if (err instanceof ProtocolError) this.attempt = 0;
           this.retry();
         },
       );
@@ -122,12 +157,69 @@ export class ConnectionResource {
     this.timer = undefined;
   }
   lost(reason: string) {
+    if (this.busy && (this.current === 'connecting' || this.current === 'reconnecting')) {
+      this.lostWhileConnecting = reason;
+      return;
+    }
     if (this.current !== 'connected') return;
     this.message = reason;
     this.ctx.log.warn('connection lost', { id: this.def.id, protocol: this.def.protocol, reason });
     this.attempt = 0;
     if (this.target === 'connected' && !this.ctx.stopped()) this.retry();
     else this.set('disconnected');
+  }
+  /** One reading through the driver, its outcome watched (liveness). */
+  read(endpoint: EndpointDef): Promise<unknown> {
+    return this.watched(this.driver!.read(endpoint));
+  }
+  /** One write through the driver, its outcome watched (liveness). */
+  write(endpoint: EndpointDef, value: unknown): Promise<void> {
+    return this.watched(this.driver!.write(endpoint, value));
+  }
+  private watched<T>(request: Promise<T>): Promise<T> {
+    request.then(
+      () => this.answered(),
+      (err: unknown) => {
+        // A value refused before anything was sent says nothing of the device either way.
+        if (err instanceof RefusedWriteError) return;
+        if (err instanceof DeviceError) this.answered();
+        else this.failed(err);
+      },
+    );
+    return request;
+  }
+  private answered(): void {
+    this.failingSince = undefined;
+  }
+  private failed(err: unknown): void {
+    if (this.current !== 'connected' || this.busy) return;
+    const now = Date.now();
+    this.failingSince ??= now;
+    const timeoutMs = (this.def.configuration as { timeoutMs?: number }).timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const window = LIVENESS_TIMEOUTS * timeoutMs;
+    if (now - this.failingSince < window) return;
+    this.reopen(`every request failed for ${now - this.failingSince} ms (more than ${LIVENESS_TIMEOUTS} × timeoutMs): ${errorText(err)}`);
+  }
+  /** Closes a connection that is up but not answering, and opens it again with the backoff. */
+  private reopen(reason: string): void {
+    const driver = this.driver!;
+    this.failingSince = undefined;
+    this.message = reason;
+    this.ctx.log.warn('connection not answering, reopened', { id: this.def.id, protocol: this.def.protocol, reason });
+    this.busy = true;
+    this.attempt = 0;
+    this.set('reconnecting');
+    void driver
+      .disconnect()
+      .catch(() => undefined)
+      .then(() => {
+        this.busy = false;
+        if (this.target === 'connected' && !this.ctx.stopped()) this.retry();
+        else {
+          this.set('disconnected');
+          this.reconcile();
+        }
+      });
   }
   async shutdown() {
     this.cancelRetry();

@@ -8,7 +8,7 @@
 // the transform only.
 import type { CompiledRule, RuleContext } from './rules.js';
 import type { ConnectionResource } from './connection-resource.js';
-import { DeviceError, type ConnectionDriver } from './drivers/types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './drivers/types.js';
 import { EnableableResource } from './enableable-resource.js';
 import type { EndpointView } from './resource-views.js';
 import { errorText, MAX_IN_FLIGHT, publishOptions, RETIRE_TIMEOUT_MS, type MessageProperties, type PublishOptions, type RuntimeContext } from './runtime-context.js';
@@ -57,6 +57,8 @@ export class EndpointResource extends EnableableResource {
   readonly readingOptions: PublishOptions | undefined;
   /** Write endpoints: the last value written or refused, and for whom (the view shows it). */
   lastWrite: LastWrite | undefined;
+  /** Whether the audit trail was asked for the last write of an earlier run (once: an index lookup). */
+  lastWriteLookedUp = false;
   constructor(
     ctx: RuntimeContext,
     readonly def: EndpointDef,
@@ -70,8 +72,26 @@ export class EndpointResource extends EnableableResource {
   }
   view(): EndpointView {
     const view = this.withMessage<EndpointView>({ id: this.def.id, currentState: this.current, targetState: this.target, connectionId: this.def.connectionId, operation: this.def.operation, address: this.def.address, agentName: this.ctx.agentName });
-    if (this.lastWrite) view.lastWrite = { ...this.lastWrite, at: new Date(this.lastWrite.at).toISOString() };
+    if (this.def.operation === 'read') view.publish = { topic: this.def.topic, qos: this.def.qos ?? 0, retain: this.def.retain ?? false };
+    const lastWrite = this.lastWriteKnown();
+    if (lastWrite) view.lastWrite = { ...lastWrite, at: new Date(lastWrite.at).toISOString() };
     return view;
+  }
+  /**
+   * The last write: this run's, else the newest in the audit trail (a restart keeps what the
+   * page said). The trail is asked once per endpoint, through its endpoint index: one short
+   * range read, whatever the trail holds.
+   */
+  lastWriteKnown(): LastWrite | undefined {
+    if (this.lastWrite || this.lastWriteLookedUp || this.def.operation !== 'write' || !this.ctx.lastWriteOf) return this.lastWrite;
+    try {
+      this.lastWrite = this.ctx.lastWriteOf(this.def.id);
+      this.lastWriteLookedUp = true;
+    } catch (err) {
+      // The store is away (a restore swapping it): asked again at the next view.
+      this.ctx.log.debug('last write not read from the audit trail', { id: this.def.id, error: errorText(err) });
+    }
+    return this.lastWrite;
   }
   context(topic: string): RuleContext {
     return { topic, vars: {}, label: this.def.name };
@@ -127,12 +147,12 @@ export class EndpointResource extends EnableableResource {
     };
     try {
       if (def.operation === 'read') {
-        stops.push(...this.answerRequests(driver));
+        stops.push(...this.answerRequests());
         if (driver.subscribe && (def.protocol === 'Mqtt' || (def.protocol === 'Opcua' && def.address.samplingIntervalMs !== undefined))) {
           stops.push(await this.relay(driver));
         }
         if (def.pollIntervalMs !== undefined) stops.push(this.poll(driver, def.pollIntervalMs));
-      } else stops.push(...this.acceptWrites(driver));
+      } else stops.push(...this.acceptWrites());
     } catch (err) {
       stopAll();
       throw err;
@@ -140,14 +160,14 @@ export class EndpointResource extends EnableableResource {
     return stopAll;
   }
   /** <topic>/req → a fresh reading on <topic>/res. */
-  answerRequests(driver: ConnectionDriver): Array<() => void> {
+  answerRequests(): Array<() => void> {
     const { dataPlane } = this.ctx;
     if (!dataPlane) return [];
     const def = this.def;
     return [
       dataPlane.subscribe(`${def.topic}/req`, (topic) =>
         this.guard(topic, async () => {
-          const value = await driver.read(def);
+          const value = await this.conn.read(def);
           this.readTaken();
           const ctx = this.context(topic);
           await this.ctx.publish(`${def.topic}/res`, this.transform ? await this.transform.evaluate(value, ctx) : value);
@@ -193,7 +213,7 @@ export class EndpointResource extends EnableableResource {
    * {ok, value?, error?, timestamp (when the value arrived, epoch ms), correlationData?}; MQTT 5
    * correlation data, when the broker passes it, is echoed as a property and in the body.
    */
-  acceptWrites(driver: ConnectionDriver): Array<() => void> {
+  acceptWrites(): Array<() => void> {
     const { dataPlane } = this.ctx;
     if (!dataPlane) return [];
     const def = this.def;
@@ -210,7 +230,7 @@ export class EndpointResource extends EnableableResource {
               const out = await this.ctx.applyRules(asked, this.context(topic), this.filter, this.transform);
               if (!out) return acknowledge({ ok: false, error: 'dropped by the endpoint filter', timestamp });
               value = out.value;
-              await driver.write(def, value);
+              await this.conn.write(def, value);
             } catch (err) {
               acknowledge({ ok: false, ...(value === undefined ? {} : { value }), error: errorText(err), timestamp });
               throw err;
@@ -266,7 +286,7 @@ export class EndpointResource extends EnableableResource {
       this.guard(
         this.def.topic,
         async () => {
-          const value = await driver.read(this.def);
+          const value = await this.conn.read(this.def);
           this.readTaken();
           const out = await this.ctx.applyRules(value, this.context(this.def.topic), this.filter, this.transform);
           if (out && active) await this.published(this.def.topic, out.value);
@@ -322,7 +342,9 @@ export class EndpointResource extends EnableableResource {
         this.lastError = undefined;
       })
       .catch((err: unknown) => {
-        this.conn.counters.failures++;
+        // A value refused before anything was sent is no failure of the communication.
+        if (err instanceof RefusedWriteError) this.conn.counters.refusedWrites++;
+        else this.conn.counters.failures++;
         const text = errorText(err);
         const level = text === this.lastError ? 'debug' : err instanceof DeviceError ? 'info' : 'warn';
         this.lastError = text;

@@ -19,12 +19,14 @@ import { createOpcuaSupport } from './opcua-support.js';
 import type { OpcuaAccess } from './opcua-server.js';
 import type { OpcuaRuntimeSupport } from './opcua-resources.js';
 import type { BridgeService } from '../bridges/index.js';
+import type { LastWriteLookup } from './write-audit.js';
 
 export type { OpcuaAccess, OpcuaUser } from './opcua-server.js';
 
 export { RuleError, compileRule, type RuleLimits } from './rules.js';
 export type { BridgeView, ConnectionStats, MappingRuntime, MappingStats, ResourceChanges, SparkplugNode, SparkplugNodes, SparkplugStats, SparkplugView } from './runtime.js';
 export type { ServiceCatalog, ServiceSummary, ServiceValidation } from './service-catalog.js';
+export { lastWriteOfEvent } from './write-audit.js';
 export { serviceJsonToText, serviceTextToJson, ServiceFileError } from './service-files.js';
 export { connectionSchema, endpointSchema, mappingSchema, serverSchema, sparkplugSchema, schemaOfType } from './schemas.js';
 export { bridgeSchema } from '../bridges/bridge-definition.js';
@@ -88,6 +90,8 @@ export function createMappingService(deps: {
   sparkplug?: SparkplugNodes;
   /** The engine of Bridge resources (absent: they do not run). */
   bridges?: BridgeService;
+  /** Write endpoints' last writes of earlier runs (the audit trail); absent: from this run on. */
+  lastWriteOf?: LastWriteLookup;
 }): MappingService {
   const { config, broker } = deps;
   const log = deps.log.child({ part: 'mapping' });
@@ -169,6 +173,7 @@ export function createMappingService(deps: {
           ...(operations ? { targets: operations } : {}),
           ...(deps.sparkplug ? { sparkplug: deps.sparkplug } : {}),
           ...(deps.bridges ? { bridges: deps.bridges } : {}),
+          ...(deps.lastWriteOf ? { lastWriteOf: deps.lastWriteOf } : {}),
           // Resolved when a resource is built: OPC UA support may arrive with a later service.
           get opcua() {
             return opcua;

@@ -63,6 +63,8 @@ export interface NodeBinding {
 export interface OpcuaSessionUser {
   username?: string;
   userId?: string;
+  /** The client's address (the session's secure channel). */
+  remote?: string;
 }
 
 export interface RunningNode {
@@ -138,7 +140,7 @@ export async function startOpcuaServer(deps: { support: OpcuaSupport; log: Logge
   const addressSpace = server.engine.addressSpace!;
   const ns = addressSpace.getOwnNamespace();
 
-  type Ctx = { session?: { userIdentityToken?: unknown } } | null | undefined;
+  type Ctx = { session?: { userIdentityToken?: unknown; channel?: { remoteAddress?: string } } } | null | undefined;
   const userOf = (ctx: Ctx): string | undefined | null => {
     const token = ctx?.session?.userIdentityToken as { userName?: string } | undefined;
     if (!ctx?.session) return null; // internal access (no session)
@@ -187,7 +189,8 @@ export async function startOpcuaServer(deps: { support: OpcuaSupport; log: Logge
           v.isUserWritable = (ctx) => {
             const user = userOf(ctx as Ctx);
             const id = typeof user === 'string' ? userIds.get(user) : undefined;
-            writer = typeof user === 'string' ? { username: user, ...(id ? { userId: id } : {}) } : {};
+            const remote = (ctx as Ctx)?.session?.channel?.remoteAddress;
+            writer = { ...(typeof user === 'string' ? { username: user, ...(id ? { userId: id } : {}) } : {}), ...(remote ? { remote } : {}) };
             return isUserWritable(ctx) && permitted(ctx as Ctx, 'write', b.setTopic);
           };
           // A client's write goes to the data plane; the variable keeps the written value until

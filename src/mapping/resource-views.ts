@@ -9,7 +9,7 @@ export interface ConnectionView {
   targetState: 'connected' | 'disconnected';
   connection: Record<string, unknown>;
   /** What went through it since it was (re)built (the /metrics figures). */
-  figures: { reads: number; writes: number; failures: number; published: number; lastReadAt?: string };
+  figures: { reads: number; writes: number; failures: number; refusedWrites: number; published: number; lastReadAt?: string };
   agentName: string;
   message?: string;
 }
@@ -20,7 +20,9 @@ export interface EndpointView {
   connectionId: string;
   operation: string;
   address: Record<string, unknown>;
-  /** Write endpoints: the last value written or refused since the endpoint started, and for whom. */
+  /** Read endpoints: where and how readings are published (the definition's topic, qos and retain, with their defaults). */
+  publish?: { topic: string; qos: 0 | 1 | 2; retain: boolean };
+  /** Write endpoints: the last value written or refused, and for whom (after a restart: the audit trail's newest). */
   lastWrite?: { ok: boolean; value?: unknown; error?: string; at: string; by?: string; clientId?: string; via?: string };
   agentName: string;
   message?: string;

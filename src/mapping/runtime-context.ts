@@ -6,6 +6,7 @@ import type { Logger } from '../log/index.js';
 import type { Timers } from './drivers/types.js';
 import { compileRule, type CompiledRule, type RuleContext, type RuleLimits } from './rules.js';
 import { encodePayload } from './topics.js';
+import type { LastWriteLookup } from './write-audit.js';
 
 export const OPCUA_UNAVAILABLE = 'OPC UA is not available in this build';
 export const BACKOFF_INITIAL_MS = 1000;
@@ -77,10 +78,12 @@ export interface RuntimeContext {
   publish(topic: string, value: unknown, options?: PublishOptions): Promise<void>;
   /** Mapping generation of each payload a mapping published (absent: 0, from a client or endpoint). */
   readonly hops: WeakMap<Buffer, number>;
+  /** An endpoint's last write as the audit trail keeps it (absent: no trail, a write shows from this run on). */
+  readonly lastWriteOf?: LastWriteLookup;
 }
 
 
-export function createRuntimeContext(deps: { dataPlane: DataPlane | undefined; log: Logger; timers: Timers; agentName: string; limits: RuleLimits }): OwnedRuntimeContext {
+export function createRuntimeContext(deps: { dataPlane: DataPlane | undefined; log: Logger; timers: Timers; agentName: string; limits: RuleLimits; lastWriteOf?: LastWriteLookup }): OwnedRuntimeContext {
   const { dataPlane, limits } = deps;
   let stopped = false;
   const waiters = new Set<{ pred: () => boolean; resolve: () => void }>();
@@ -135,6 +138,7 @@ export function createRuntimeContext(deps: { dataPlane: DataPlane | undefined; l
       return options ? dataPlane.publish(topic, encodePayload(value), options) : dataPlane.publish(topic, encodePayload(value));
     },
     hops: new WeakMap<Buffer, number>(),
+    ...(deps.lastWriteOf ? { lastWriteOf: deps.lastWriteOf } : {}),
   };
   return ctx;
 }

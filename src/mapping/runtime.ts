@@ -20,6 +20,7 @@ import type { BridgeView, ConnectionState, ConnectionView, EndpointView, Mapping
 import { diffResources, keyResources, type KeyedResource, type ResourceChanges } from './definition-diff.js';
 import type { RuleLimits } from './rules.js';
 import { createRuntimeContext, OPCUA_UNAVAILABLE, type RuntimeContext } from './runtime-context.js';
+import type { LastWriteLookup } from './write-audit.js';
 import type { ConnectionDef, ServiceDef, SparkplugDef } from './service-files.js';
 
 export type { BridgeView, ConnectionState, ConnectionView, EndpointView, EnableState, MappingView, NodeSetView, ServerView, SparkplugView, TopicsView } from './resource-views.js';
@@ -50,6 +51,8 @@ export interface MappingRuntimeDeps {
   sparkplug?: SparkplugNodes;
   /** The engine of Bridge resources (src/bridges); absent: bridges report BRIDGES_UNAVAILABLE. */
   bridges?: BridgeService;
+  /** Write endpoints' last writes of earlier runs, from the audit trail. */
+  lastWriteOf?: LastWriteLookup;
 }
 
 /** A Sparkplug edge node as the runtime drives it (src/sparkplug/sparkplug-resource.ts). */
@@ -80,8 +83,10 @@ export interface ConnectionStats {
   lastReadAt: number;
   /** Values written to the device. */
   writes: number;
-  /** Reads, writes and rule evaluations that failed. */
+  /** Reads, writes and rule evaluations that failed (not the values refused before sending: refusedWrites). */
   failures: number;
+  /** Values refused before anything was sent to the device (out of range, the wrong type for the address). */
+  refusedWrites: number;
   /** Messages published on the data plane (readings, /res answers, write acknowledgements). */
   published: number;
 }
@@ -151,7 +156,7 @@ type Resource = ConnectionResource | EndpointResource | MappingResource | Server
 
 export function createMappingRuntime(deps: MappingRuntimeDeps): MappingRuntime {
   const { log, agentName } = deps;
-  const ctx = createRuntimeContext({ dataPlane: deps.dataPlane, log, timers: deps.timers ?? realTimers, agentName, limits: deps.limits });
+  const ctx = createRuntimeContext({ dataPlane: deps.dataPlane, log, timers: deps.timers ?? realTimers, agentName, limits: deps.limits, ...(deps.lastWriteOf ? { lastWriteOf: deps.lastWriteOf } : {}) });
   // Read when resources are built: OPC UA support may come with a later service.
   const opcuaNow = () => deps.opcua;
   const driverFor = deps.driverFor ?? createProtocolDrivers({ log, opcua: () => opcuaNow()?.support });

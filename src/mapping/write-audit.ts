@@ -26,6 +26,29 @@ export interface LastWrite {
 export const WRITTEN = 'endpoint written';
 export const WRITE_FAILED = 'endpoint write failed';
 
+/** The last write of an endpoint in the audit trail (its newest event), for the view after a restart. */
+export type LastWriteLookup = (endpointId: string) => LastWrite | undefined;
+
+/** An audit trail record as far as a write's event needs it (src/audit's AuditRecord). */
+export interface AuditedWrite {
+  time: number;
+  action: string;
+  actor?: { username: string };
+  details: Record<string, unknown>;
+}
+
+/** What auditWrite logged, read back: the endpoint's last write as its view shows it (undefined: not a write's event). */
+export function lastWriteOfEvent(e: AuditedWrite): LastWrite | undefined {
+  if (e.action !== WRITTEN && e.action !== WRITE_FAILED) return undefined;
+  const d = e.details;
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  const last: LastWrite = { ok: e.action === WRITTEN, at: e.time };
+  if (d.value !== undefined) last.value = d.value;
+  const by = e.actor?.username ?? text(d.by);
+  for (const [key, value] of [['error', text(d.error)], ['by', by], ['clientId', text(d.clientId)], ['via', text(d.via)]] as const) if (value !== undefined) last[key] = value;
+  return last;
+}
+
 /** Logs the audit event of one write and answers what the endpoint keeps as its last write. */
 export function auditWrite(log: Logger, def: EndpointDef, origin: MessageOrigin, result: { ok: boolean; value?: unknown; error?: string; timestamp: number }): LastWrite {
   const last: LastWrite = { ok: result.ok, at: result.timestamp };
@@ -42,6 +65,8 @@ export function auditWrite(log: Logger, def: EndpointDef, origin: MessageOrigin,
     ...(origin.username !== undefined && origin.userId !== undefined ? { actor: { userId: origin.userId, username: origin.username } } : origin.username !== undefined ? { by: origin.username } : {}),
     ...(origin.clientId !== undefined ? { clientId: origin.clientId } : {}),
     ...(origin.via !== undefined ? { via: origin.via } : {}),
+    // The writer's address: the trail's source column, as a request's address is (audit-records.ts).
+    ...(origin.remote !== undefined ? { source: origin.remote } : {}),
   });
   return last;
 }

@@ -30,7 +30,7 @@ export interface BrokerMetricsSource {
 }
 
 export interface MappingMetricsSource {
-  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; published: number; lastReadAt: number }[];
+  connections: { id: string; serviceId: string; protocol: string; state: string; reads: number; writes: number; failures: number; refusedWrites: number; published: number; lastReadAt: number }[];
   /** Sparkplug B edge nodes: session state, messages published by type, commands by type and outcome. */
   sparkplug?: { id: string; state: string; messages: Record<string, number>; commands: Record<string, Record<string, number>>; history?: { values: number; published: number; dropped: Record<string, number> } }[];
 }
@@ -66,6 +66,10 @@ export interface MetricsSources {
   freeDiskBytes: () => Promise<number | undefined>;
   /** End of the last successful backup (ISO), if any. */
   lastBackupEnd: () => string | undefined;
+  /** Bytes of the archives under <data>/backups, the copies taken before data format upgrades included. */
+  backupBytes?: () => Promise<number>;
+  /** A gateway of a site (src/site): its replica and its link. */
+  site?: () => { role: string; state: string; revision?: number; ageSeconds?: number; central?: Record<string, unknown>; edge?: Record<string, unknown> };
 }
 
 export interface Metrics {
@@ -171,11 +175,12 @@ export function createMetrics(sources: MetricsSources): Metrics {
     metric('gauge', 'gatewayd_mapping_connection_up', 'Mapping connections: 1 when connected.', ['connection', 'service', 'protocol'], (set) => {
       for (const c of sources.mapping().connections) set(c.state === 'connected' ? 1 : 0, { connection: c.id, service: c.serviceId, protocol: c.protocol });
     });
-    metric('counter', 'gatewayd_mapping_messages_total', 'Mapping reads, writes, failures and published messages per connection.', ['connection', 'kind'], (set) => {
+    metric('counter', 'gatewayd_mapping_messages_total', 'Mapping reads, writes, failures, values refused before sending (refused_write) and published messages per connection.', ['connection', 'kind'], (set) => {
       for (const c of sources.mapping().connections) {
         set(c.reads, { connection: c.id, kind: 'read' });
         set(c.writes, { connection: c.id, kind: 'write' });
         set(c.failures, { connection: c.id, kind: 'failure' });
+        set(c.refusedWrites, { connection: c.id, kind: 'refused_write' });
         set(c.published, { connection: c.id, kind: 'published' });
       }
     });
@@ -202,6 +207,28 @@ export function createMetrics(sources: MetricsSources): Metrics {
     metric('counter', 'gatewayd_sparkplug_history_dropped_total', 'Sparkplug kept values dropped, by edge node and reason (maxValues, maxAge: the bounds; notInDefinition: the metric left the definition; storeFailure).', ['edge_node', 'reason'], (set) => {
       for (const n of edgeNodes()) for (const [reason, count] of Object.entries(n.history?.dropped ?? {})) set(count, { edge_node: n.id, reason });
     });
+    // A gateway of a site (docs/scaling-out.md): the replica's revision, the link's state and age.
+    const site = sources.site;
+    if (site) {
+      const following = (s: ReturnType<typeof site>) => (s.state === 'following' ? 1 : 0);
+      metric('gauge', 'gatewayd_site_link_up', 'A site\'s gateway: 1 while it follows the site (central: PostgreSQL; edge: a central).', ['role'], (set) => {
+        const s = site();
+        set(following(s), { role: s.role });
+      });
+      metric('gauge', 'gatewayd_site_revision', 'The site revision the replica holds.', [], (set) => set(site().revision ?? 0));
+      metric('gauge', 'gatewayd_site_link_age_seconds', 'Seconds since the site (central: PostgreSQL; edge: a central) last answered.', [], (set) => {
+        const age = site().ageSeconds;
+        if (age !== undefined) set(age);
+      });
+      metric('counter', 'gatewayd_site_resyncs_total', 'Snapshots the replica loaded (first sync, a new epoch, a gap, a digest that differed).', [], (set) => {
+        const s = site();
+        set(Number((s.central ?? s.edge)?.resyncs ?? 0));
+      });
+      metric('counter', 'gatewayd_site_changes_applied_total', 'Site revisions applied one by one.', [], (set) => {
+        const s = site();
+        set(Number((s.central ?? s.edge)?.applied ?? 0));
+      });
+    }
     // Bridges to upstream brokers (docs/bridges.md).
     const bridges = () => sources.bridges?.() ?? [];
     metric('gauge', 'gatewayd_bridge_connected', 'Bridges: 1 while connected upstream.', ['bridge'], (set) => {
@@ -263,6 +290,10 @@ export function createMetrics(sources: MetricsSources): Metrics {
     });
     metric('gauge', 'gatewayd_disk_free_bytes', 'Free bytes on the data directory filesystem.', [], async (set) => {
       const n = await sources.freeDiskBytes();
+      if (n !== undefined) set(n);
+    });
+    metric('gauge', 'gatewayd_backup_bytes', 'Bytes of the backup archives in the data directory, the copies taken before data format upgrades included.', [], async (set) => {
+      const n = await sources.backupBytes?.();
       if (n !== undefined) set(n);
     });
     metric('gauge', 'gatewayd_last_backup_age_seconds', 'Seconds since the last successful backup ended (absent: none).', [], (set) => {

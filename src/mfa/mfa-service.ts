@@ -40,6 +40,8 @@ export function createMfaService(deps: {
   log: Logger;
   /** Ends every token of the user but the one named; answers how many ended. */
   revokeOtherTokens: (userId: string, keepTokenFingerprint?: string) => Promise<number>;
+  /** A site's gateway: the site's key, the same on every gateway of the site (src/site). */
+  siteKey?: () => Buffer | undefined;
 }) {
   const { users, auth, challenges, config, log } = deps;
   // At most maxFailures OTPs or backup codes are checked per user and ban window, however many
@@ -53,8 +55,9 @@ export function createMfaService(deps: {
   let key: Buffer | undefined;
 
   const keyOrThrow = (): Buffer => {
-    if (!key) throw new InternalError('MFA key not loaded');
-    return key;
+    const k = deps.siteKey?.() ?? key;
+    if (!k) throw new InternalError('MFA key not loaded');
+    return k;
   };
 
   function secretOf(user: UserRecord): string {

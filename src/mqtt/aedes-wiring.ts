@@ -10,6 +10,7 @@ import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
 import type { PreConnectHook } from './handlers/pre-connect.js';
 import { guardAedesState } from './aedes-guards.js';
 import { boundOutgoingQueues } from './limits.js';
+import { installRetainedFirst } from './retained-first.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
 import { topicMatches } from './persistence/topic-filter.js';
 import { stateOf } from './client-state.js';
@@ -50,7 +51,7 @@ export function aedesBaseOptions(config: GatewayConfig['mqtt']): AedesOptions {
 /** Creates aedes with the hooks and the broker state; sets ctx.aedes and ctx.persistence. */
 export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promise<Aedes> {
   const { store } = ctx.options;
-  const persistence = store && ctx.cfg.persistence.enabled ? createLmdbPersistence({ store, policy: ctx.options.storage, limits: persistenceLimits(ctx.cfg), log: ctx.log }) : undefined;
+  const persistence = store && ctx.cfg.persistence.enabled ? createLmdbPersistence({ store, policy: ctx.options.storage, limits: persistenceLimits(ctx.cfg), log: ctx.log, markResends: true }) : undefined;
   ctx.persistence = persistence;
   const aedes = await Aedes.createBroker({
     ...aedesBaseOptions(ctx.cfg),
@@ -66,12 +67,14 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
   // sessionPresent, MQTT 5 topic aliases, maximum packet size and flow control (outbound-packets.ts).
   if (!installOutboundPackets()) ctx.log.warn('mqtt-packet has an unexpected shape: sessionPresent is 0 for a returning session without subscriptions; MQTT 5 clients get no topic aliases, and their maximum packet size and receive maximum are not respected');
   installMqtt5(ctx, aedes);
+  installRetainedFirst(aedes);
   if (persistence && store) {
     // A QoS 1/2 publisher gets its PUBACK/PUBREC once every copy of its message is safe: on disk,
     // or taken by the recipient that needed it. A publish a bridge taps is held too: the bridge's
     // queue copy carries the publish's tag like the persistence's copies.
     acknowledgeWhenDurable(aedes, {
       whenSettled: (publishId) => persistence.whenSettled(publishId),
+      subscriptionsPending: (clientId) => persistence.subscriptionsPending(clientId),
       writesFor: (packet) => persistence.writesFor(packet) || ctx.tapFilters.some((filter) => topicMatches(filter, packet.topic)),
     });
     // A restore swapped the store: the broker state is the backup's.

@@ -21,6 +21,8 @@ export interface MessageOrigin {
   username?: string;
   /** The part of the gateway that published it, in words ("mapping line.routes"). */
   via?: string;
+  /** The client's network address (an MQTT client's, an OPC UA session's): the audit trail's source. */
+  remote?: string;
 }
 
 export interface BrokerContext {

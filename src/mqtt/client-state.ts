@@ -3,6 +3,7 @@ import { DecisionCache, TokenBucket } from './limits.js';
 import type { MqttPrincipal } from './mqtt-access.js';
 import type { Mqtt5Features } from './mqtt5/mqtt5-features.js';
 import type { OverlappingSubscriptions } from './mqtt5/overlapping-subscriptions.js';
+import type { RetainedFirst } from './retained-first.js';
 
 export type Transport = 'tcp' | 'tls' | 'ws';
 
@@ -27,6 +28,8 @@ export class ClientState {
   mqtt5: Mqtt5Features | undefined = undefined;
   /** One delivery per message when its subscriptions overlap (mqtt5/overlapping-subscriptions.ts). */
   overlap: OverlappingSubscriptions | undefined = undefined;
+  /** A new subscription's retained messages before live ones (retained-first.ts); made at the first SUBSCRIBE. */
+  retainedFirst: RetainedFirst | undefined = undefined;
   /** Since when the client publishes faster than its allowance (undefined: it does not). */
   overLimitSince: number | undefined;
   /** Its socket is not read until its allowance has a token again. */

@@ -122,8 +122,10 @@ interface EmittedPacket {
 function originOf(ctx: BrokerContext, packet: EmittedPacket, payload: Buffer): MessageOrigin {
   if (packet.clientId === undefined) return ctx.origins.get(payload) ?? {};
   const client = (ctx.aedes as (Aedes & { clients: Record<string, Client | undefined> }) | undefined)?.clients[packet.clientId];
-  const principal = stateOf(client)?.principal;
-  return principal ? { clientId: packet.clientId, userId: principal.userId, username: principal.username } : { clientId: packet.clientId };
+  const st = stateOf(client);
+  const principal = st?.principal;
+  const remote = st?.remote ? { remote: st.remote } : {};
+  return principal ? { clientId: packet.clientId, userId: principal.userId, username: principal.username, ...remote } : { clientId: packet.clientId, ...remote };
 }
 
 const payloadOf = (packet: EmittedPacket) => (Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));

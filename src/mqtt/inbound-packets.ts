@@ -3,6 +3,7 @@
 // parser is replaced by one that calls the broker first, then aedes' listener (still one
 // listener: an emitter with several copies its listener list at every packet). For:
 // - SUBSCRIBE and UNSUBSCRIBE, any version: shared subscription filters (mqtt5/shared-subscriptions.ts);
+// - SUBSCRIBE: its retained messages before the live ones it matches (retained-first.ts);
 // - MQTT 5 connections: flow control (mqtt5/mqtt5-connection.ts).
 // The parser also reports a CONNECT of an unknown protocol level first to the broker (its
 // 'error' listener, ahead of aedes'). Both listeners are shared by every parser ('this' is the
@@ -13,6 +14,7 @@ import type { GatewayClient } from './client-state.js';
 import { guardFirstBytes } from './first-bytes.js';
 import { disconnectWith } from './mqtt5/server-disconnect.js';
 import { renameSharedFilters } from './mqtt5/shared-subscriptions.js';
+import { subscribeRead } from './retained-first.js';
 import type { InboundPacket } from './packet-types.js';
 
 const CLIENT = Symbol('gatewayd.client');
@@ -54,9 +56,17 @@ function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
     return;
   }
   const cmd = packet.cmd;
+  const client = this[CLIENT];
   if (cmd === 'subscribe' || cmd === 'unsubscribe') renameSharedFilters(packet);
-  const mqtt5 = this[CLIENT].gatewayd?.mqtt5;
-  if (mqtt5 !== undefined) mqtt5.inbound(packet);
+  if (cmd === 'subscribe' && packet.subscriptions !== undefined) subscribeRead(client, packet.subscriptions.map((s) => s.topic));
+  const mqtt5 = client.gatewayd?.mqtt5;
+  if (mqtt5 !== undefined) {
+    mqtt5.inbound(packet);
+    // Flow control closed the connection for this very packet (0x93): aedes' close has taken its
+    // parser state away, and the packets of the same read must not reach aedes (they would land
+    // in a queue that no longer exists: an uncaught TypeError, before the CONNACK too).
+    if (client.closed) return;
+  }
   this[AEDES_LISTENER].call(this, packet);
 }
 

@@ -44,6 +44,12 @@ export interface AccessChange {
    * user changed its password, or enrolled in MFA so that a password alone no longer does).
    */
   passwordSessions?: boolean;
+  /**
+   * permissions: whether the change took a grant away (false: it only added). Set by a site's
+   * replica (src/site/change-events.ts), which sees each change's before and after; absent: not
+   * known (a cluster's sessions this gateway did not admit are then dropped to be safe).
+   */
+  lost?: boolean;
 }
 
 export interface MqttAccess {

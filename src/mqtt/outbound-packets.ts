@@ -14,6 +14,7 @@ import type { GatewayClient } from './client-state.js';
 import type { OutboundPacket } from './packet-types.js';
 import { completeConnack } from './session-present.js';
 import { HeldAcks } from './persistence/held-acks.js';
+import { lingerAfterDisconnect } from './lingering-close.js';
 
 interface MqttPacketModule {
   writeToStream(packet: OutboundPacket, stream: object, opts?: object): boolean;
@@ -50,6 +51,7 @@ export function installOutboundPackets(): boolean {
   module.writeToStream = function writeToStream(packet: OutboundPacket, stream: object, opts?: object): boolean {
     // Kept and written later (through this wrapper again) when it must wait: as if it had been sent.
     if (acks.hold(packet, stream, opts)) return true;
+    if (packet.cmd === 'disconnect') lingerAfterDisconnect(stream);
     const st = (stream as { client?: GatewayClient }).client?.gatewayd;
     if (st !== undefined) {
       if (packet.cmd === 'connack') completeConnack(packet as Parameters<typeof completeConnack>[0], st);

@@ -10,7 +10,7 @@ import { errorText } from '../mapping/runtime-context.js';
 import { decodePayload, encodePayload } from '../mapping/topics.js';
 import type { DeviceSlot, EdgeDevices, MetricSlot } from './edge-devices.js';
 import type { CommandOutcome } from './edge-session.js';
-import { commandValue, jsonOf, ValueError, type MetricValue } from './metric-values.js';
+import { commandValue, DATATYPES, jsonOf, ValueError, type MetricValue } from './metric-values.js';
 import type { MetricMessage, PayloadMessage } from './payload-codec.js';
 
 export interface DeviceCommandDeps {
@@ -89,6 +89,10 @@ export class DeviceCommands {
     if (!device.born) return `device ${deviceId} is not born`;
     const slot = m.alias !== undefined ? device.metrics.find((s) => s.alias === m.alias) : device.metrics.find((s) => s.def.name === m.name);
     if (!slot) return 'no such metric in the DBIRTH';
+    // What does not agree with the DBIRTH is not this metric's command, whatever else it says.
+    if (m.alias !== undefined && m.name !== undefined && m.name !== '' && m.name !== slot.def.name) return `the command names metric ${m.name}, its alias ${m.alias} is ${slot.def.name}`;
+    if (m.datatype !== undefined && m.datatype !== 0 && m.datatype !== DATATYPES[slot.type]) return `the command says datatype ${m.datatype}, metric ${slot.def.name} is ${slot.type} (${DATATYPES[slot.type]})`;
+    if (m.isHistorical) return 'a historical value is not a command';
     const endpointId = slot.def.writeEndpoint;
     if (!endpointId) return `metric ${slot.def.name} is not writable`;
     const topic = `${this.deps.topicOf(endpointId)}/set`;

@@ -51,6 +51,9 @@ const BIG_RANGE: Partial<Record<DatatypeName, [bigint, bigint]>> = {
 
 export class ValueError extends Error {}
 
+/** The largest finite 32-bit float. */
+const FLOAT32_MAX = 3.4028234663852886e38;
+
 /** A safe integer as a number, a larger one as a bigint. */
 const compact = (b: bigint): number | bigint => (b >= BigInt(Number.MIN_SAFE_INTEGER) && b <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(b) : b);
 
@@ -150,8 +153,11 @@ export function commandValue(type: DatatypeName, metric: MetricMessage): MetricV
     case 'Float':
     case 'Double': {
       const n = metric.floatValue ?? metric.doubleValue;
-      if (n !== undefined) return n;
-      break;
+      if (n === undefined) break;
+      // NaN and infinities have no JSON number: the endpoint would be written null.
+      if (!Number.isFinite(n)) throw new ValueError(`${n} is not a ${type} value a device can be written`);
+      if (type === 'Float' && Math.abs(n) > FLOAT32_MAX) throw new ValueError(`${n} is out of the range of Float`);
+      return n;
     }
     case 'String':
     case 'Text':

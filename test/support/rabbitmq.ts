@@ -16,6 +16,7 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './free-port.js';
+import { liveGroups, systemUserIds } from './system-processes.js';
 
 export { freePort };
 
@@ -75,24 +76,9 @@ export interface RabbitKit {
 }
 
 
-// Leftovers when a test run is interrupted: kill each node's process group on exit.
-const liveGroups = new Set<number>();
-process.once('exit', () => {
-  for (const pid of liveGroups) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {}
-  }
-});
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function rabbitmqIds(): { uid: number; gid: number } {
-  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('rabbitmq:'));
-  if (!line) throw new Error('user rabbitmq not found (apt-get install rabbitmq-server)');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
+const rabbitmqIds = () => systemUserIds('rabbitmq', 'rabbitmq-server');
 
 function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {

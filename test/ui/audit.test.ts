@@ -46,13 +46,28 @@ describe('web UI: audit trail', function () {
     await rows.filter({ has: page.locator('th', { hasText: 'grant refused' }) }).waitFor();
     await screenshot(page, 'audit');
 
-    // One's own sign-in (the web UI's login), with the address it came from.
+    // One column says who acted, whatever the event (issue 38 point 9): no "By" beside a "User".
+    expect(await page.locator('thead th').allTextContents()).to.deep.equal(['Time', 'Action', 'Outcome', 'Who', 'About', 'Source', 'Details']);
+
+    // One's own sign-in (the web UI's login): admin acted, from its address.
     await filter(page, { user: 'admin', action: 'login' });
     const login = rows.filter({ has: page.locator('th', { hasText: /^login$/ }) }).first();
     await login.waitFor();
-    expect(await login.locator('td').nth(3).textContent()).to.equal('admin');
+    expect(await login.locator('td').nth(2).textContent()).to.equal('admin');
+    expect(await login.locator('td').nth(3).textContent()).to.equal('');
     expect(await login.locator('td').nth(4).textContent()).to.equal('127.0.0.1');
     expect(await login.textContent()).to.include('success');
+    // A user created by admin: admin acted, in the same column; the new user is whom it was about.
+    await filter(page, { user: 'line-lead', action: 'user created' });
+    const created = rows.filter({ has: page.locator('th', { hasText: /^user created$/ }) }).first();
+    await created.waitFor();
+    expect(await created.locator('td').nth(2).textContent()).to.equal('admin');
+    expect(await created.locator('td').nth(3).textContent()).to.equal('line-lead');
+    // The first start's admin: no user created it, the gateway did.
+    await filter(page, { user: 'admin', action: 'user created' });
+    const firstStart = rows.filter({ has: page.locator('td:nth-child(5)', { hasText: /^admin$/ }) });
+    await firstStart.waitFor();
+    expect(await firstStart.locator('td').nth(2).textContent()).to.equal('the gateway');
 
     // The refused grant: who tried, and what was missing.
     await filter(page, { outcome: 'failure' });
@@ -90,6 +105,9 @@ describe('web UI: audit trail', function () {
     // The newest event is on the unfiltered page too: wait for the filtered page, one event.
     await until(async () => ((await page.locator('tbody tr').count()) === 1 ? true : undefined), 10_000, 'the filtered page');
     await row.getByText('wrote 4321 to line.valve by admin (client hmi-3)').waitFor();
+    // Who acted in the same column as a sign-in's; the source is the MQTT client's address and id.
+    expect(await row.locator('td').nth(2).textContent()).to.equal('admin');
+    expect(await row.locator('td').nth(4).textContent()).to.match(/^(::ffff:)?127\.0\.0\.1 · client hmi-3$/);
     await expectAccessible(page, 'the audit page with a control action');
     // The filter row: every label on one line, every input on the next.
     const tops = (await page.evaluate(`[...document.querySelectorAll('form.filters input, form.filters select')].map((el) => Math.round(el.getBoundingClientRect().top))`)) as number[];

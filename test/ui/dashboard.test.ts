@@ -3,9 +3,24 @@
 // broker) runs — the messages-in chart's last value rises above zero and its line changes
 // without a reload. The gateway samples every second here (dashboard.intervalSeconds).
 import { expect } from 'chai';
+import type { Page } from 'playwright-core';
 import { ADMIN_PASSWORD, startGateway, type TestGateway } from '../support/harness.js';
 import { connect, endAllClients } from '../support/mqtt-test-kit.js';
 import { expectAccessible, screenshot, signIn, useBrowser } from './support/browser.js';
+
+/** Every chart's value scale: three labels, distinct, the last one 0 (issue 38 point 7). */
+async function expectDistinctScales(page: Page): Promise<void> {
+  const figures = page.locator('figure.chart');
+  const n = await figures.count();
+  expect(n).to.be.above(5);
+  for (let i = 0; i < n; i++) {
+    const labels = await figures.nth(i).locator('.y-axis span').allTextContents();
+    const where = `${await figures.nth(i).getAttribute('data-series')}: ${labels.join(', ')}`;
+    expect(labels, where).to.have.length(3);
+    expect(new Set(labels).size, where).to.equal(3);
+    expect(labels[2], where).to.match(/^0\b/);
+  }
+}
 
 describe('web UI: dashboard', function () {
   this.timeout(60_000);
@@ -29,6 +44,9 @@ describe('web UI: dashboard', function () {
     for (const id of ['clients', 'messagesIn', 'messagesOut', 'bytesIn', 'bytesOut', 'dropped', 'loginFailures', 'cpu', 'rss', 'freeDisk']) {
       expect(await page.locator(`figure[data-series="${id}"] svg[role="img"]`).getAttribute('aria-label'), id).to.match(/over the last hour: now /);
     }
+
+    // Idle: every chart's value scale has three distinct labels from 0 (not "1 B/s, 1 B/s, 0 B/s").
+    await expectDistinctScales(page);
 
     // The line as it is before anything is published (nothing yet, or a flat zero).
     const lineBefore = (await messagesIn.locator('polyline').count()) ? await messagesIn.locator('polyline').last().getAttribute('points') : null;
@@ -55,11 +73,14 @@ describe('web UI: dashboard', function () {
       // A value scale from 0 to a round top at least the highest value, and a time axis in clock times.
       const top = Number(await messagesIn.getAttribute('data-top'));
       expect(top).to.be.at.least(Number(await messagesIn.getAttribute('data-last')));
-      expect(String(top)).to.match(/^[125]0*(\.0*)?$|^0\.0*[125]$/);
       const scale = await messagesIn.locator('.y-axis span').allTextContents();
       expect(scale).to.have.length(3);
       expect(scale[0]).to.match(/\/s$/);
-      expect(scale[2]).to.equal('0/s');
+      expect(scale[2]).to.match(/^0k?\/s$/);
+      // Nice-number ticks: the top is two steps of 1, 2, 2.5 or 5 times a power of ten.
+      const mantissa = top / 2 / 10 ** Math.floor(Math.log10(top / 2));
+      expect([1, 2, 2.5, 5].some((m) => Math.abs(m - mantissa) < 1e-9), `top ${top}`).to.equal(true);
+      await expectDistinctScales(page);
       const ticks = await messagesIn.locator('.x-axis span').allTextContents();
       expect(ticks).to.have.length(3);
       for (const t of ticks) expect(t).to.match(/^\d{1,2}:\d{2}(:\d{2})?( [AP]M)?$/);

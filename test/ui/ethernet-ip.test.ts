@@ -1,6 +1,7 @@
 // The service editor's forms for EtherNet/IP, in a real browser against the test kit's CIP
 // server: the connection's settings and the endpoint's tag address come from the schemas
-// (GET /api/resource-types); applied, the tag's first value shows on the page.
+// (GET /api/resource-types); applied, the tag's first value shows on the page. The tag's type
+// is optional: left unset, the controller's type is read.
 import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { startCipServer, type CipTestServer } from '../support/cip-server.js';
@@ -50,7 +51,8 @@ describe('web UI: an EtherNet/IP service', function () {
     await speed.getByLabel('Connection').selectOption('plc');
     await speed.getByLabel('Operation').selectOption('read');
     await speed.getByLabel('Tag').fill('Program:Main.Speed');
-    await speed.getByRole('combobox', { name: 'Type (required)', exact: true }).selectOption('DINT');
+    // The type is optional (not set: the tag is read as the controller types it).
+    expect(await speed.getByRole('combobox', { name: 'Type', exact: true }).count()).to.equal(1);
     await speed.getByLabel('Poll interval (ms)').fill('200');
 
     await page.getByRole('button', { name: 'Check', exact: true }).click();
@@ -63,6 +65,6 @@ describe('web UI: an EtherNet/IP service', function () {
     const admin = await gw.login();
     const stored = await gw.api('GET', '/api/services/cell', { token: admin });
     expect(stored.body.resources.plc.properties).to.deep.include({ protocol: 'EtherNetIp' });
-    expect(stored.body.resources.speed.properties.address).to.deep.equal({ tag: 'Program:Main.Speed', type: 'DINT' });
+    expect(stored.body.resources.speed.properties.address).to.deep.equal({ tag: 'Program:Main.Speed' });
   });
 });

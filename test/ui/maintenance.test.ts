@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
+import { gatewaydVersion } from '../../src/maintenance/version.js';
 import { GOOD_PASSWORD, type TestGateway } from '../support/harness.js';
 import { expectAccessible, screenshot, signIn, useBrowser, useGateway } from './support/browser.js';
 
@@ -48,7 +49,7 @@ describe('web UI: maintenance', function () {
     hold.restore();
 
     const [archive] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download the newest backup' }).click()]);
-    expect(archive.suggestedFilename()).to.match(/^0\.1\.0_.+\.tar\.gz$/);
+    expect(archive.suggestedFilename()).to.match(new RegExp(`^${gatewaydVersion().replaceAll('.', '\\.')}_.+\\.tar\\.gz$`));
     const path = join(dir, archive.suggestedFilename());
     await archive.saveAs(path);
     expect(gunzipSync(readFileSync(path)).length).to.be.above(1024);

@@ -1,8 +1,9 @@
 // Services in a real browser, against the test kit's Modbus peer: a connection and a read
 // endpoint created entirely through the forms (every problem of the check marked at its field),
 // applied, and the endpoint's first value seen without leaving the page; the YAML tab edits the
-// whole file (a write endpoint added there writes a register and shows its set/result); the
-// list shows the service and deletes it. axe at desktop width on the list and the editor.
+// whole file (a write endpoint added there writes a register and shows its set/result); a
+// restart keeps a write endpoint's last write (from the audit trail); the list shows the
+// service and deletes it. axe at desktop width on the list and the editor.
 import { expect } from 'chai';
 import { rmSync } from 'node:fs';
 import { startModbusServer, type ModbusTestServer } from '../mapping-support.js';
@@ -147,6 +148,22 @@ describe('web UI: services', function () {
     expect(await setpoint.locator('summary').first().textContent()).to.include('write · holding 5 · on plc');
   });
 
+  it("shows a write endpoint's last write again after a restart, from the audit trail", async () => {
+    const { page } = b;
+    await gw.services.audit.settled();
+    await gw.stop();
+    gw = await startGateway({ dataDir });
+    // The API: the newest write event of the endpoint, as the running endpoint had it.
+    const admin = await gw.login();
+    await gw.mapping.runtime()!.waitFor(() => gw.mapping.runtime()!.getEndpoint('press.setpoint').currentState === 'enabled');
+    const view = await gw.api('GET', '/api/endpoints/press.setpoint', { token: admin });
+    expect(view.body.lastWrite, JSON.stringify(view.body)).to.deep.include({ ok: true, value: 4321, by: 'admin', clientId: 'hmi-7' });
+    // The page: the same words as before the restart.
+    await signIn(page, gw.baseUrl, { path: '/services/press' });
+    const row = page.locator('tr[data-endpoint="press.setpoint"]');
+    await row.getByText(/^written 4321 at \d\d:\d\d:\d\d by admin \(client hmi-7\)$/).waitFor({ timeout: 10_000 });
+  });
+
   it('shows a 3-resource service on a 1366×768 laptop: what runs first, the configuration folded, deletion apart', async () => {
     const { page } = b;
     await page.setViewportSize({ width: 1366, height: 768 });
@@ -154,7 +171,7 @@ describe('web UI: services', function () {
     const now = page.getByRole('region', { name: 'What the service runs' });
     for (const id of ['press.plc', 'press.temperature', 'press.setpoint']) await now.locator(`tr[data-resource-id="${id}"]`).getByText(/^(connected|enabled)$/).waitFor();
     const plcRow = now.locator('tr[data-resource-id="press.plc"]');
-    await plcRow.getByText(/127\.0\.0\.1:\d+ · \d+ reads?, \d+ writes?, no failure · last reading \d+ s ago/).waitFor({ timeout: 5000 }).catch(async (err: Error) => {
+    await plcRow.getByText(/127\.0\.0\.1:\d+ · \d+ reads?(, \d+ writes?)?, no failure · last reading \d+ s ago/).waitFor({ timeout: 5000 }).catch(async (err: Error) => {
       throw new Error(`${err.message}: ${await plcRow.textContent()}`);
     });
     expect(await now.locator('tr[data-resource-id="press.temperature"] th').textContent()).to.include('Endpoint, read holding 0');

@@ -44,6 +44,9 @@ describe('web UI: sign-in and session', function () {
     await page.goto(gw.baseUrl + '/');
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await page.waitForURL(`${gw.baseUrl}/signin?next=%2F`);
+    // The footer names the release, as GET /health does (issue 39).
+    const release = (await gw.api('GET', '/health')).body.version as string;
+    expect(await page.getByRole('contentinfo').textContent()).to.equal(`gatewayd ${release}`);
     await expectAccessible(page, 'the sign-in page');
     await screenshot(page, 'sign-in');
 
@@ -59,6 +62,7 @@ describe('web UI: sign-in and session', function () {
     const tokens = await gw.api('GET', `/api/users/${await adminId()}/tokens`, { token });
     expect(tokens.body.map((t: { label?: string }) => t.label)).to.include('web UI');
     await page.getByRole('heading', { name: 'Users' }).first().waitFor();
+    expect(await page.getByRole('contentinfo').textContent()).to.equal(`gatewayd ${release}`);
     await expectAccessible(page, 'the overview');
     await screenshot(page, 'overview');
 

@@ -123,6 +123,11 @@ function Nav() {
   );
 }
 
+/** Which release serves the page: a plant checks it after an upgrade (GET /health names the same). */
+function Footer() {
+  return <footer class="site">gatewayd {__GATEWAYD_VERSION__}</footer>;
+}
+
 export function App() {
   const loc = location.value;
   const signed = session.value !== null;
@@ -150,9 +155,12 @@ export function App() {
 
   if (loc.path === '/signin' || !signed) {
     return (
-      <ErrorBoundary resetKey="signin">
-        <SignInPage />
-      </ErrorBoundary>
+      <>
+        <ErrorBoundary resetKey="signin">
+          <SignInPage />
+        </ErrorBoundary>
+        <Footer />
+      </>
     );
   }
   const Page = found?.route.page;
@@ -173,6 +181,7 @@ export function App() {
           {found && Page ? <Page params={found.params} /> : found && load ? <Lazy load={load} params={found.params} /> : <NotFound />}
         </ErrorBoundary>
       </main>
+      <Footer />
     </>
   );
 }

@@ -2,8 +2,9 @@
 // (Forward Open through the backplane to the CPU in `slot`), then CIP requests on it one at a
 // time. Requests queued while one is in flight that fit together go out as one Multiple
 // Service Packet (a 100-tag poll is a few round trips, not 100). A request unanswered in
-// timeoutMs, a socket that closes or an encapsulation error lose the session: every pending
-// request fails and onLost is told; the caller (the runtime's backoff) opens a new one.
+// timeoutMs, a socket that closes, an encapsulation error, a packet for another session or a
+// malformed reply (ProtocolError: the stream is not trusted any more) lose the session: every
+// pending request fails and onLost is told; the caller (the runtime's backoff) opens a new one.
 import net from 'node:net';
 import { randomInt } from 'node:crypto';
 import {
@@ -27,6 +28,7 @@ import {
   type MessageReply,
 } from './cip.js';
 import { DeviceError } from './types.js';
+import { ProtocolError } from '../../errors/errors.js';
 
 export interface CipSessionOptions {
   host: string;
@@ -35,7 +37,12 @@ export interface CipSessionOptions {
   timeoutMs: number;
   /** After this long without a request, a small one keeps the connection (default 60 s). */
   keepAliveMs?: number;
+  /** Opens the TCP connection (tests: a socket of their own); default net.connect within timeoutMs. */
+  dial?: (opts: CipSessionOptions) => Promise<CipSocket>;
 }
+
+/** What the session needs of its socket. */
+export type CipSocket = Pick<net.Socket, 'write' | 'destroy' | 'end' | 'on' | 'once' | 'destroyed'>;
 
 export interface CipSession {
   /**
@@ -83,7 +90,7 @@ interface Queued {
 }
 
 export async function openCipSession(opts: CipSessionOptions): Promise<CipSession> {
-  const socket = await dial(opts);
+  const socket = await (opts.dial ?? dial)(opts);
   let buffered: Buffer = Buffer.alloc(0);
   let session = 0;
   let contextCounter = 0n;
@@ -91,27 +98,40 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
   let lost: string | undefined;
   let lostListener: (reason: string) => void = () => {};
   let established = false;
+  let keepAlive: NodeJS.Timeout | undefined;
   const queue: Queued[] = [];
 
-  const fail = (reason: string) => {
+  /** Loses the session once (`cause`: its reason, or the error that lost it: a ProtocolError stays one for what was waiting). */
+  const fail = (cause: string | Error) => {
     if (lost !== undefined) return;
+    const reason = typeof cause === 'string' ? cause : cause.message;
+    const error = () => (cause instanceof ProtocolError ? new ProtocolError('EtherNet/IP', reason) : new Error(reason));
     lost = reason;
     socket.destroy();
+    // The keep-alive timer holds the session: it goes with it, not at its next tick (30 s later).
+    if (keepAlive) clearInterval(keepAlive);
     const w = waiting;
     waiting = undefined;
     if (w) {
       clearTimeout(w.timer);
-      w.reject(new Error(reason));
+      w.reject(error());
     }
-    for (const q of queue.splice(0)) q.reject(new Error(reason));
+    for (const q of queue.splice(0)) q.reject(error());
     if (established) lostListener(reason);
   };
   socket.on('data', (chunk: Buffer) => {
+    if (lost !== undefined) return;
     buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
-    const { packets, rest } = splitPackets(buffered);
-    buffered = rest;
-    if (buffered.length > 65_535 + 24) return fail('malformed EtherNet/IP stream from the device');
+    let packets: EncapPacket[];
+    try {
+      ({ packets, rest: buffered } = splitPackets(buffered));
+    } catch (err) {
+      return fail(err as Error);
+    }
     for (const p of packets) {
+      if (lost !== undefined) return;
+      // Once registered, every packet carries our session handle: another one is a device out of step.
+      if (session !== 0 && p.session !== session) return fail(new ProtocolError('EtherNet/IP', `the device answered for session 0x${p.session.toString(16)}, ours is 0x${session.toString(16)}`));
       const w = waiting;
       if (!w || !w.match(p)) continue; // a late answer to a request given up on
       waiting = undefined;
@@ -149,7 +169,7 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     sequence = (sequence + 1) & 0xffff;
     const expected = sequence;
     const packet = await exchange(Command.SendUnitData, connectedData(otConnection, expected, message), (p) => p.command === Command.SendUnitData && sequenceOf(p) === expected);
-    return parseReply(cpfDataItem(packet.data).subarray(2));
+    return replyTo(message, parseReply(cpfDataItem(packet.data).subarray(2)));
   };
 
   const serial = randomInt(1, 0xffff);
@@ -161,15 +181,16 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
     session = registered.session;
     const open = await unconnected(messageRequest(Service.ForwardOpen, CONNECTION_MANAGER, forwardOpenData(serial, originatorSerial, routeToCpu)));
     if (open.status !== Status.Success) throw new DeviceError(`the controller refused the connection (Forward Open): ${statusText(open.status, open.extended)}`);
+    if (open.data.length < 4) throw new ProtocolError('EtherNet/IP', 'Forward Open reply without a connection id');
     otConnection = open.data.readUInt32LE(0);
   } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
+    fail(err instanceof Error ? err : String(err));
     throw err;
   }
   established = true;
   let lastRequest = Date.now();
   const keepAliveMs = opts.keepAliveMs ?? KEEP_ALIVE_MS;
-  const keepAlive = setInterval(() => {
+  keepAlive = setInterval(() => {
     if (lost !== undefined) return clearInterval(keepAlive);
     if (busy || queue.length > 0 || Date.now() - lastRequest < keepAliveMs) return;
     void request(IDENTITY_REQUEST, 64, false).catch(() => undefined); // a failure loses the session (fail)
@@ -185,17 +206,23 @@ export async function openCipSession(opts: CipSessionOptions): Promise<CipSessio
       busy = false;
       pump();
     };
+    // A malformed reply: the stream is not trusted any more (the session is lost, its requests fail).
+    const malformed = (err: Error) => {
+      if (err instanceof ProtocolError) fail(err);
+      throw err;
+    };
     if (batch.length === 1) {
       const [one] = batch as [Queued];
-      connected(one.message).then(one.resolve, one.reject).finally(done);
+      connected(one.message).catch(malformed).then(one.resolve, one.reject).finally(done);
       return;
     }
     connected(multipleServiceRequest(batch.map((q) => q.message)))
       .then((reply) => {
         if (reply.status !== Status.Success && reply.status !== Status.EmbeddedServiceError) throw new DeviceError(statusText(reply.status, reply.extended));
-        const replies = multipleServiceReplies(reply.data);
-        batch.forEach((q, i) => (replies[i] ? q.resolve(replies[i]) : q.reject(new DeviceError('the controller left a request of a Multiple Service Packet unanswered'))));
+        const replies = multipleServiceReplies(reply.data, batch.length).map((r, i) => replyTo(batch[i]!.message, r));
+        batch.forEach((q, i) => q.resolve(replies[i]!));
       })
+      .catch(malformed)
       .catch((err: Error) => {
         for (const q of batch) q.reject(err);
       })
@@ -259,7 +286,13 @@ function dial(opts: CipSessionOptions): Promise<net.Socket> {
   });
 }
 
-/** The sequence count of a connected reply (0 when it has none). */
+/** The reply, when it answers the request's service (its code | 0x80); a ProtocolError otherwise. */
+function replyTo(request: Buffer, reply: MessageReply): MessageReply {
+  if (reply.service !== (request[0]! | 0x80)) throw new ProtocolError('EtherNet/IP', `reply of service 0x${reply.service.toString(16)} to a request of service 0x${request[0]!.toString(16)}`);
+  return reply;
+}
+
+/** The sequence count of a connected reply (-1 when it has none). */
 function sequenceOf(p: EncapPacket): number {
   try {
     return cpfDataItem(p.data).readUInt16LE(0);

@@ -2,6 +2,12 @@
 // them: the encapsulation header (ODVA Vol. 2 §2-3), Common Packet Format items, Message Router
 // requests and replies (Vol. 1 §2-4), Logix symbolic tag paths and atomic data types (Rockwell
 // 1756-PM020 "Logix 5000 Data Access"). Checked against a capture of a real ControlLogix.
+// Every length and count read from the wire goes through wireLength (bounded by what arrived
+// and by what a 500-byte connection can carry); bad bytes raise ProtocolError, nothing else.
+import { ProtocolError } from '../../errors/errors.js';
+import { wireLength } from './wire-length.js';
+
+const malformed = (message: string) => new ProtocolError('EtherNet/IP', message);
 
 export const ENCAP_HEADER = 24;
 export const Command = { ListIdentity: 0x63, RegisterSession: 0x65, UnregisterSession: 0x66, SendRRData: 0x6f, SendUnitData: 0x70 } as const;
@@ -36,12 +42,24 @@ export function encapsulate(command: number, session: number, context: Buffer, d
   return Buffer.concat([head, data]);
 }
 
-/** Splits a TCP stream into packets: the complete ones, and what is left of the next one. */
+/**
+ * The most data an encapsulation packet from the controller carries here: the largest reply
+ * gatewayd asks for is an unconnected message of 504 bytes (Forward Open and Close) or a
+ * connected one of 500 (the connection size), inside its Common Packet Format (8 bytes of head,
+ * an address item of at most 8 and the data item's 4): 524 bytes, and room for one more item.
+ */
+export const MAX_ENCAP_DATA = 600;
+
+/**
+ * Splits a TCP stream into packets: the complete ones, and what is left of the next one. A
+ * header that declares more than MAX_ENCAP_DATA is refused at once (ProtocolError), before its
+ * bytes are waited for.
+ */
 export function splitPackets(buffer: Buffer): { packets: EncapPacket[]; rest: Buffer } {
   const packets: EncapPacket[] = [];
   let at = 0;
   while (buffer.length - at >= ENCAP_HEADER) {
-    const length = buffer.readUInt16LE(at + 2);
+    const length = wireLength('EtherNet/IP', 'encapsulation length', buffer.readUInt16LE(at + 2), { cap: MAX_ENCAP_DATA });
     if (buffer.length - at < ENCAP_HEADER + length) break;
     packets.push({
       command: buffer.readUInt16LE(at),
@@ -93,18 +111,19 @@ export function connectedData(connectionId: number, sequence: number, message: B
 
 /** The data item of a SendRRData or SendUnitData reply (connected: with its sequence count first). */
 export function cpfDataItem(data: Buffer): Buffer {
-  if (data.length < 8) throw new Error('short common packet format');
-  const count = data.readUInt16LE(6);
+  if (data.length < 8) throw malformed('short common packet format');
+  // Each item takes at least its 4-byte head.
+  const count = wireLength('EtherNet/IP', 'common packet format item count', data.readUInt16LE(6), { cap: MAX_ENCAP_DATA / 4, available: data.length - 8, unit: 4 });
   let at = 8;
   for (let i = 0; i < count; i++) {
     if (data.length < at + 4) break;
     const type = data.readUInt16LE(at);
-    const length = data.readUInt16LE(at + 2);
+    const length = wireLength('EtherNet/IP', 'common packet format item length', data.readUInt16LE(at + 2), { cap: MAX_ENCAP_DATA, available: data.length - at - 4 });
     const body = data.subarray(at + 4, at + 4 + length);
     if (type === CPF_CONNECTED_DATA || type === CPF_UNCONNECTED_DATA) return body;
     at += 4 + length;
   }
-  throw new Error('no data item in the reply');
+  throw malformed('no data item in the reply');
 }
 
 /** A Message Router request: service, path (padded EPATH), request data. */
@@ -119,9 +138,11 @@ export interface MessageReply {
   data: Buffer;
 }
 
+/** A Message Router reply: service (the request's | 0x80), general status, extended status words, data. */
 export function parseReply(buf: Buffer): MessageReply {
-  if (buf.length < 4) throw new Error('short message router reply');
-  const words = buf[3]!;
+  if (buf.length < 4) throw malformed('short message router reply');
+  if ((buf[0]! & 0x80) === 0) throw malformed(`not a reply (service 0x${buf[0]!.toString(16)})`);
+  const words = wireLength('EtherNet/IP', 'extended status size', buf[3]!, { cap: 255, available: buf.length - 4, unit: 2 });
   const extended: number[] = [];
   for (let i = 0; i < words; i++) extended.push(buf.readUInt16LE(4 + 2 * i));
   return { service: buf[0]!, status: buf[2]!, extended, data: buf.subarray(4 + 2 * words) };
@@ -132,23 +153,37 @@ export const logicalPath = (classId: number, instance: number): Buffer => Buffer
 export const MESSAGE_ROUTER = logicalPath(0x02, 0x01);
 export const CONNECTION_MANAGER = logicalPath(0x06, 0x01);
 
-/** Multiple Service Packet (0x0A) to the Message Router: count, offsets, the requests. */
-export function multipleServiceRequest(requests: Buffer[]): Buffer {
-  const head = Buffer.alloc(2 + 2 * requests.length);
-  head.writeUInt16LE(requests.length, 0);
+/** A Multiple Service Packet's data, request or reply: the count, each part's offset, the parts. */
+export function multipleServiceData(parts: Buffer[]): Buffer {
+  const head = Buffer.alloc(2 + 2 * parts.length);
+  head.writeUInt16LE(parts.length, 0);
   let offset = head.length;
-  requests.forEach((r, i) => {
+  parts.forEach((r, i) => {
     head.writeUInt16LE(offset, 2 + 2 * i);
     offset += r.length;
   });
-  return messageRequest(Service.MultipleServicePacket, MESSAGE_ROUTER, Buffer.concat([head, ...requests]));
+  return Buffer.concat([head, ...parts]);
 }
 
-/** The replies inside a Multiple Service Packet reply's data. */
-export function multipleServiceReplies(data: Buffer): MessageReply[] {
+/** Multiple Service Packet (0x0A) to the Message Router: count, offsets, the requests. */
+export const multipleServiceRequest = (requests: Buffer[]): Buffer => messageRequest(Service.MultipleServicePacket, MESSAGE_ROUTER, multipleServiceData(requests));
+
+/**
+ * The replies inside a Multiple Service Packet reply's data: as many as were asked (`asked`),
+ * each at its offset, the offsets rising inside the data after the offset table.
+ */
+export function multipleServiceReplies(data: Buffer, asked: number): MessageReply[] {
+  if (data.length < 2) throw malformed('short Multiple Service Packet reply');
   const count = data.readUInt16LE(0);
+  if (count !== asked) throw malformed(`the controller answered ${count} services of a Multiple Service Packet of ${asked}`);
+  wireLength('EtherNet/IP', 'Multiple Service Packet reply count', count, { cap: asked, available: data.length - 2, unit: 2 });
+  const table = 2 + 2 * count;
   const offsets: number[] = [];
-  for (let i = 0; i < count; i++) offsets.push(data.readUInt16LE(2 + 2 * i));
+  for (let i = 0; i < count; i++) {
+    const offset = data.readUInt16LE(2 + 2 * i);
+    if (offset < (offsets[i - 1] ?? table) || offset + 4 > data.length) throw malformed(`Multiple Service Packet reply offset ${offset} outside its data (${data.length} bytes)`);
+    offsets.push(offset);
+  }
   return offsets.map((start, i) => parseReply(data.subarray(start, offsets[i + 1] ?? data.length)));
 }
 

@@ -28,16 +28,21 @@ export const etherNetIpConfigurationSchema: Schema = {
 export const etherNetIpAddressSchema: Schema = {
   type: 'object',
   additionalProperties: false,
-  required: ['tag', 'type'],
+  required: ['tag'],
   properties: {
     tag: { title: 'Tag', type: 'string', minLength: 1, maxLength: 512, pattern: TAG_PATTERN, description: 'e.g. Speed, Program:Main.Speed, Temps[3], Line.Motor[2].Current; BOOL arrays: Flags[5].' },
-    type: { title: 'Type', type: 'string', enum: [...ETHERNET_IP_TYPES], description: 'The atomic type of the tag (checked against the controller at every read).' },
+    type: {
+      title: 'Type',
+      type: 'string',
+      enum: [...ETHERNET_IP_TYPES],
+      description: 'The atomic type of the tag, checked against the controller at every read. Not set: the tag is read as the controller types it (a write learns the type with a read first); BOOL array elements need BOOL.',
+    },
     elements: { title: 'Elements', type: 'integer', minimum: 1, maximum: MAX_ELEMENTS, default: 1, description: 'More than 1: an array of this many elements from the one the tag names (a JSON array).' },
   },
 };
 
 /** What is wrong with an address that fits the schema (paths relative to the address). */
-export function etherNetIpAddressProblems(address: { tag: string; type: EtherNetIpType; elements?: number }): Array<{ path: string; reason: string }> {
+export function etherNetIpAddressProblems(address: { tag: string; type?: EtherNetIpType; elements?: number }): Array<{ path: string; reason: string }> {
   if (address.type !== 'BOOL') return [];
   const last = /\[([0-9,]+)\]$/.exec(address.tag);
   if ((address.elements ?? 1) > 1 && !last) return [{ path: 'tag', reason: 'a BOOL array endpoint names its first element, e.g. Flags[0]' }];

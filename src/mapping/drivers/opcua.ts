@@ -11,7 +11,7 @@
 import type { Logger } from '../../log/index.js';
 import { CoercionError, dataValueToJson, guarded, jsonToVariant, type OpcuaModule, type OpcuaSupport } from '../opcua-support.js';
 import type { EndpointDef } from '../service-files.js';
-import { DeviceError, type ConnectionDriver } from './types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './types.js';
 
 export interface OpcuaConfiguration {
   endpointUrl: string;
@@ -157,7 +157,7 @@ export function createOpcuaDriver(cfg: OpcuaConfiguration, deps: { support: Opcu
       try {
         variant = jsonToVariant(o, dataType, value);
       } catch (err) {
-        if (err instanceof CoercionError) throw new DeviceError(`write to ${nodeId} refused: ${err.message}`);
+        if (err instanceof CoercionError) throw new RefusedWriteError(`write to ${nodeId} refused: ${err.message}`);
         throw err;
       }
       const status = await s.write({ nodeId, attributeId: o.AttributeIds.Value, value: { value: variant as never } });

@@ -3,10 +3,14 @@
 // Pure encoding and decoding: no I/O (the session is s7-session.ts). Every length read from the
 // wire is checked before use; a malformed answer throws S7ProtocolError (the session then drops
 // the connection) and never reads out of bounds.
+import { ProtocolError } from '../../errors/errors.js';
+import { wireLength } from './wire-length.js';
 
 /** An answer the client cannot make sense of: the connection is not usable any more. */
-export class S7ProtocolError extends Error {
-  override readonly name = 'S7ProtocolError';
+export class S7ProtocolError extends ProtocolError {
+  constructor(message: string) {
+    super('S7', message);
+  }
 }
 
 /** Memory areas by their S7 code. */
@@ -93,14 +97,17 @@ function job(ref: number, params: Buffer, data: Buffer): Buffer {
   return tpkt(Buffer.concat([COTP_DT, head, params, data]));
 }
 
-/** Setup communication: asks for `pduLength` and `jobs` parallel jobs each way. */
-export function setupRequest(ref: number, pduLength: number, jobs: number): Buffer {
+/** The parameters of setup communication, asked and granted alike: `jobs` each way, `pduLength`. */
+export function setupParams(pduLength: number, jobs: number): Buffer {
   const p = Buffer.from([0xf0, 0x00, 0, 0, 0, 0, 0, 0]);
   p.writeUInt16BE(jobs, 2);
   p.writeUInt16BE(jobs, 4);
   p.writeUInt16BE(pduLength, 6);
-  return job(ref, p, Buffer.alloc(0));
+  return p;
 }
+
+/** Setup communication: asks for `pduLength` and `jobs` parallel jobs each way. */
+export const setupRequest = (ref: number, pduLength: number, jobs: number): Buffer => job(ref, setupParams(pduLength, jobs), Buffer.alloc(0));
 
 /** An S7 answer, its header checked: the reference it answers, its parameters and data. */
 export interface S7Answer {
@@ -121,7 +128,7 @@ export function parseAnswer(pdu: Buffer): S7Answer {
   const ref = pdu.readUInt16BE(4);
   const paramLength = pdu.readUInt16BE(6);
   const dataLength = pdu.readUInt16BE(8);
-  if (headLength + paramLength + dataLength > pdu.length) throw new S7ProtocolError('S7 answer shorter than its header says');
+  wireLength('S7', 'S7 parameter and data length', paramLength + dataLength, { cap: pdu.length - headLength, available: pdu.length - headLength });
   const errorClass = pdu[10]!;
   const errorCode = pdu[11]!;
   const answer: S7Answer = { ref, params: pdu.subarray(headLength, headLength + paramLength), data: pdu.subarray(headLength + paramLength, headLength + paramLength + dataLength) };
@@ -181,7 +188,7 @@ export function parseReadAnswer(answer: S7Answer, ranges: S7Range[]): S7ItemResu
       out.push({ ok: false, reason: returnCodeText(code) });
       continue;
     }
-    if (at + bytes > d.length) throw new S7ProtocolError('Read Var answer item longer than the answer');
+    wireLength('S7', 'Read Var item length', bytes, { cap: d.length - at, available: d.length - at });
     out.push(bytes === r.length ? { ok: true, data: Buffer.from(d.subarray(at, at + bytes)) } : { ok: false, reason: `the PLC answered ${bytes} bytes for ${r.length}` });
     at += bytes + (bytes % 2 === 1 && at + bytes < d.length ? 1 : 0); // a fill byte after odd data
   }
@@ -221,24 +228,38 @@ export const answerRoom = (pduLength: number) => pduLength - ANSWER_HEAD;
 export const maxReadLength = (pduLength: number) => answerRoom(pduLength) - ITEM_DATA_HEAD;
 export const maxWriteLength = (pduLength: number) => requestRoom(pduLength) - ITEM_SPEC - ITEM_DATA_HEAD;
 
+/** A COTP data unit's header: length indicator, DT code, TPDU number with the EOT bit. */
+const COTP_DT_HEAD = 3;
+
 /**
  * Cuts a byte stream into TPKT frames and the frames' COTP data units into S7 PDUs (a PDU may
  * span several data units; the last has the EOT bit). Non-data COTP units (the connection
- * confirm) are handed over as they are.
+ * confirm) are handed over as they are. Nothing is buffered beyond what the PDU length allows
+ * (the one asked for until the CPU grants one, then the granted one): a frame or a PDU that
+ * says it is longer is refused at its header, before its bytes are waited for.
  */
 export class FrameReader {
   private buffered: Buffer = Buffer.alloc(0);
   private pending: Buffer[] = [];
+  private pendingBytes = 0;
   constructor(
     private readonly onPdu: (pdu: Buffer) => void,
     private readonly onCotp: (cotp: Buffer) => void,
+    private pduLimit: number,
   ) {}
+  /** The PDU length the CPU granted: from now on no frame or PDU may be longer. */
+  limitPdu(pduLength: number): void {
+    this.pduLimit = pduLength;
+  }
+  /** Bytes held: of an incomplete frame, and of the data units of an incomplete PDU. */
+  get held(): number {
+    return this.buffered.length + this.pendingBytes;
+  }
   push(chunk: Buffer): void {
     this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
     while (this.buffered.length >= TPKT_HEAD) {
       if (this.buffered[0] !== 0x03) throw new S7ProtocolError('not a TPKT frame');
-      const length = this.buffered.readUInt16BE(2);
-      if (length < TPKT_HEAD + 2) throw new S7ProtocolError(`TPKT frame of ${length} bytes`);
+      const length = wireLength('S7', 'TPKT frame length', this.buffered.readUInt16BE(2), { min: TPKT_HEAD + 2, cap: TPKT_HEAD + COTP_DT_HEAD + this.pduLimit });
       if (this.buffered.length < length) return;
       const frame = this.buffered.subarray(TPKT_HEAD, length);
       this.buffered = this.buffered.subarray(length);
@@ -249,10 +270,17 @@ export class FrameReader {
     const headLength = cotp[0]! + 1;
     if (headLength > cotp.length) throw new S7ProtocolError('COTP header longer than its frame');
     if (cotp[1] !== 0xf0) return this.onCotp(cotp);
-    this.pending.push(cotp.subarray(headLength));
-    if ((cotp[2]! & 0x80) === 0) return; // more data units follow
+    if (headLength < COTP_DT_HEAD) throw new S7ProtocolError(`COTP data unit with a ${headLength}-byte header`);
+    const unit = cotp.subarray(headLength);
+    const last = (cotp[2]! & 0x80) !== 0;
+    if (!last && unit.length === 0) throw new S7ProtocolError('empty COTP data unit without end of PDU');
+    wireLength('S7', 'S7 PDU length', this.pendingBytes + unit.length, { cap: this.pduLimit });
+    this.pending.push(unit);
+    this.pendingBytes += unit.length;
+    if (!last) return; // more data units follow
     const pdu = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
     this.pending = [];
+    this.pendingBytes = 0;
     this.onPdu(pdu);
   }
 }

@@ -4,8 +4,12 @@
 // requests as the negotiated PDU allows (at most 20 items each); an item longer than a PDU is
 // read or written in parts. A job the CPU does not answer within timeoutMs, a malformed answer,
 // or the socket closing ends the session: every pending job fails and onClosed is told why.
+// The session is handed out only when it is open and has not ended; an end during the handshake
+// fails the attempt (a ProtocolError when the PLC's bytes ended it).
 import net from 'node:net';
+import { ProtocolError } from '../../errors/errors.js';
 import {
+  S7ProtocolError,
   answerRoom,
   connectRequest,
   FrameReader,
@@ -63,51 +67,80 @@ interface Job {
   fail: (err: Error) => void;
 }
 
+/**
+ * The connection's life: `handshake` until openS7Session hands the session out, then `open`,
+ * then `ended` (once). Which one it is decides whom an end concerns: during the handshake the
+ * attempt fails (openS7Session rejects, also when the handshake's last answer already arrived
+ * and the rest of the same TCP chunk was malformed); once open, onClosed's listener is told.
+ */
+type Phase = 'handshake' | 'open' | 'ended';
+
 class Connection {
   pduLength = 240;
   jobs = 1;
   private readonly pending = new Map<number, { job: Job; timer: NodeJS.Timeout }>();
   private readonly waiting: Job[] = [];
   private nextRef = 1;
-  private ended: string | undefined;
-  closedListener: (reason: string) => void = () => {};
+  private phase: Phase = 'handshake';
+  /** Why it ended (set once). */
+  endReason: string | undefined;
+  /** It ended on bytes from the PLC that are not S7 (a ProtocolError), not on the network or a timeout. */
+  private endedMalformed = false;
+  private closedListener: ((reason: string) => void) | undefined;
   /** During the handshake: where the next COTP unit or S7 answer goes. */
   private handshake: { cotp: (u: Buffer) => void; pdu: (a: S7Answer) => void } | undefined;
+  /** During the handshake: rejects the step in progress when the connection ends. */
+  private failStep: ((err: Error) => void) | undefined;
+  private readonly reader: FrameReader;
 
   constructor(
     private readonly socket: net.Socket,
     private readonly timeoutMs: number,
   ) {
-    const reader = new FrameReader(
+    this.reader = new FrameReader(
       (pdu) => this.answer(parseAnswer(pdu)),
       (cotp) => this.handshake?.cotp(cotp),
+      WANTED_PDU,
     );
     socket.on('data', (chunk: Buffer) => {
+      if (this.phase === 'ended') return;
       try {
-        reader.push(chunk);
+        this.reader.push(chunk);
       } catch (err) {
-        this.end((err as Error).message);
+        this.end(err as Error);
       }
     });
     socket.on('error', (err) => this.end(err.message));
     socket.on('close', () => this.end('connection closed by the PLC'));
   }
 
-  /** Runs the COTP connection and the communication setup; rejects when the CPU refuses. */
+  /** Waits for one handshake step; the connection ending meanwhile rejects it with `prefix` before the reason. */
+  private step<T>(prefix: string, run: (resolve: (v: T) => void, reject: (err: Error) => void) => void): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.endReason !== undefined) return reject(this.failure(prefix + this.endReason));
+      this.failStep = (err) => reject(this.failure(prefix + err.message));
+      run(resolve, reject);
+    });
+  }
+
+  /** Waits for the TCP connection. */
+  connected(): Promise<void> {
+    return this.step('', (resolve) => this.socket.once('connect', () => resolve()));
+  }
+
+  /** Runs the COTP connection and the communication setup; rejects when the CPU refuses or the connection ends. */
   async open(rack: number, slot: number): Promise<void> {
     const refused = `the PLC refused the connection to rack ${rack}, slot ${slot}`;
-    await new Promise<void>((resolve, reject) => {
+    await this.step<void>(`${refused}: `, (resolve, reject) => {
       this.handshake = {
         cotp: (unit) => (isConnectConfirm(unit) ? resolve() : reject(new Error(refused))),
-        pdu: () => reject(new Error('unexpected S7 answer before the connection was confirmed')),
+        pdu: () => reject(new S7ProtocolError('unexpected S7 answer before the connection was confirmed')),
       };
-      // A CPU with nothing at that rack and slot (or no free connection) may just close.
-      this.failHandshake = (err) => reject(new Error(`${refused}: ${err.message}`));
       this.socket.write(connectRequest(rack, slot));
     });
-    const granted = await new Promise<{ pduLength: number; jobs: number }>((resolve, reject) => {
+    const granted = await this.step<{ pduLength: number; jobs: number }>('', (resolve, reject) => {
       this.handshake = {
-        cotp: () => reject(new Error('unexpected COTP unit during the communication setup')),
+        cotp: () => reject(new S7ProtocolError('unexpected COTP unit during the communication setup')),
         pdu: (answer) => {
           try {
             resolve(parseSetupAnswer(answer));
@@ -116,21 +149,29 @@ class Connection {
           }
         },
       };
-      this.failHandshake = reject;
       this.socket.write(setupRequest(0, WANTED_PDU, WANTED_JOBS));
     });
     this.handshake = undefined;
-    this.failHandshake = undefined;
     this.pduLength = Math.min(granted.pduLength, WANTED_PDU);
     this.jobs = Math.min(granted.jobs, WANTED_JOBS);
+    this.reader.limitPdu(this.pduLength);
+    // Bytes that followed the setup answer in the same chunk were read before this line runs:
+    // if they ended the connection, the attempt fails here instead of handing out a dead session.
+    if (this.endReason !== undefined) throw this.failure(this.endReason);
+    this.failStep = undefined;
+    this.phase = 'open';
   }
-  /** Set while connecting: rejects the step in progress when the connection ends (onClosed is not told). */
-  failHandshake: ((err: Error) => void) | undefined;
+
+  onClosed(listener: (reason: string) => void): void {
+    this.closedListener = listener;
+    const reason = this.endReason;
+    if (reason !== undefined) queueMicrotask(() => listener(reason));
+  }
 
   private answer(a: S7Answer): void {
     if (this.handshake) return this.handshake.pdu(a);
     const p = this.pending.get(a.ref);
-    if (!p) return; // not ours (a job already failed): ignored
+    if (!p) return; // not a job in flight (an answer repeated by the network): ignored; the job it stands for times out
     this.pending.delete(a.ref);
     clearTimeout(p.timer);
     try {
@@ -138,7 +179,7 @@ class Connection {
     } catch (err) {
       // A malformed answer: the stream cannot be trusted any more.
       p.job.fail(err as Error);
-      this.end((err as Error).message);
+      this.end(err as Error);
       return;
     }
     this.pump();
@@ -147,14 +188,14 @@ class Connection {
   /** Sends one job (now, or once fewer than `jobs` are out); its answer goes to `parse`. */
   exchange<T>(request: (ref: number) => Buffer, parse: (answer: S7Answer) => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      if (this.ended) return reject(new Error(this.ended));
+      if (this.endReason !== undefined) return reject(new Error(this.endReason));
       this.waiting.push({ send: request, take: (a) => resolve(parse(a)), fail: reject });
       this.pump();
     });
   }
 
   private pump(): void {
-    while (!this.ended && this.pending.size < this.jobs && this.waiting.length) {
+    while (this.phase === 'open' && this.pending.size < this.jobs && this.waiting.length) {
       const job = this.waiting.shift()!;
       const ref = this.nextRef;
       this.nextRef = this.nextRef === 0xffff ? 1 : this.nextRef + 1;
@@ -164,10 +205,19 @@ class Connection {
     }
   }
 
-  /** Ends the connection once: pending and waiting jobs fail with `reason`. */
-  end(reason: string, quietly = false): void {
-    if (this.ended) return;
-    this.ended = reason;
+  /** The error a failed handshake step rejects with: a ProtocolError when the PLC's bytes ended it (the runtime retries those without growing its backoff). */
+  private failure(message: string): Error {
+    return this.endedMalformed ? new S7ProtocolError(message) : new Error(message);
+  }
+
+  /** Ends the connection once (`cause`: its reason, or the error that ended it): pending and waiting jobs fail; `quietly`: onClosed is not told (closed by the caller). */
+  end(cause: string | Error, quietly = false): void {
+    if (this.phase === 'ended') return;
+    const was = this.phase;
+    const reason = typeof cause === 'string' ? cause : cause.message;
+    this.phase = 'ended';
+    this.endReason = reason;
+    this.endedMalformed = cause instanceof ProtocolError;
     this.socket.destroy();
     const err = new Error(reason);
     for (const { job, timer } of this.pending.values()) {
@@ -176,8 +226,8 @@ class Connection {
     }
     this.pending.clear();
     for (const job of this.waiting.splice(0)) job.fail(err);
-    if (this.failHandshake) this.failHandshake(err);
-    else if (!quietly) this.closedListener(reason);
+    if (was === 'handshake') this.failStep?.(err);
+    else if (!quietly) this.closedListener?.(reason);
   }
 }
 
@@ -218,10 +268,7 @@ export async function openS7Session(target: S7Target): Promise<S7Session> {
   const conn = new Connection(socket, target.timeoutMs);
   const deadline = setTimeout(() => conn.end(`no S7 connection to ${target.host}:${target.port} within ${target.timeoutMs} ms`), target.timeoutMs);
   try {
-    await new Promise<void>((resolve, reject) => {
-      conn.failHandshake = reject;
-      socket.once('connect', resolve);
-    });
+    await conn.connected();
     await conn.open(target.rack, target.slot);
   } catch (err) {
     conn.end((err as Error).message, true);
@@ -275,8 +322,6 @@ export async function openS7Session(target: S7Target): Promise<S7Session> {
       return results;
     },
     close: () => conn.end('closed', true),
-    onClosed(listener) {
-      conn.closedListener = listener;
-    },
+    onClosed: (listener) => conn.onClosed(listener),
   };
 }

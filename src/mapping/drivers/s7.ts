@@ -20,7 +20,7 @@ import type { EndpointDef } from '../service-files.js';
 import { AREA_CODES, maxReadLength, type S7ItemResult, type S7Range } from './s7-protocol.js';
 import { openS7Session, type S7Session } from './s7-session.js';
 import { decodeS7, encodeS7 } from './s7-values.js';
-import { DeviceError, type ConnectionDriver } from './types.js';
+import { DeviceError, RefusedWriteError, type ConnectionDriver } from './types.js';
 
 /** Byte ranges of one area at most this far apart are read as one (fewer items than the gap costs). */
 const MERGE_GAP = 8;
@@ -157,7 +157,7 @@ export function createS7Driver(cfg: S7Configuration): ConnectionDriver {
       try {
         data = encodeS7(address, value);
       } catch (err) {
-        throw new DeviceError(`${s7AddressText(address)}: ${(err as Error).message}`);
+        throw new RefusedWriteError(`${s7AddressText(address)}: ${(err as Error).message}`);
       }
       const s = session;
       if (!s) throw new Error('not connected');

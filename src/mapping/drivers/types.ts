@@ -35,5 +35,14 @@ export interface ConnectionDriver {
 
 /** A failure of the device itself (it answered with an error): the connection stays up. */
 export class DeviceError extends Error {
-  override readonly name = 'DeviceError';
+  override readonly name: string = 'DeviceError';
+}
+
+/**
+ * A value refused by the gateway before anything was sent to the device (out of range, the wrong
+ * type for the address): counted as the connection's refusedWrites, not as a failure of the
+ * communication.
+ */
+export class RefusedWriteError extends DeviceError {
+  override readonly name: string = 'RefusedWriteError';
 }

@@ -88,7 +88,35 @@ export class OverlappingSubscriptions {
   deliver(qos: boolean, packet: LiveDelivery, done: (err?: unknown) => void): void {
     const same = qos ? this.deliverQoS : this.deliver0;
     if (this.overlapping) this.merge(packet, done, same);
-    else this.send(same, packet, done);
+    // A live QoS 1 message through deliverQoS is at its subscription's QoS already; a retained
+    // copy for a new subscription (no broker id) comes through deliverQoS at any QoS.
+    else this.send(same, qos && (packet.qos === 2 || !packet.brokerId) ? this.downgraded(packet) : packet, done);
+  }
+
+  /**
+   * A message goes at the lower of its QoS and its subscription's [MQTT-3.8.4-6]: aedes looks the
+   * granted QoS up by the message's topic, which finds only a subscription to that very topic,
+   * never one through a wildcard filter (a QoS 2 message through a QoS 1 `a/#`, a retained QoS 1
+   * message for a QoS 0 `a/#`). Here exactly one subscription matches (none overlap).
+   */
+  private atMostGranted(packet: LiveDelivery): LiveDelivery {
+    let qos = -1;
+    for (const filter in this.client.subscriptions) {
+      if (!isSharedFilter(filter) && topicMatches(filter, packet.topic)) qos = Math.max(qos, this.client.subscriptions[filter]!.qos);
+    }
+    return qos >= 0 && qos < packet.qos ? { ...packet, qos } : packet;
+  }
+
+  private downgraded(packet: LiveDelivery): LiveDelivery {
+    const subscriptions = this.client.subscriptions;
+    // Most clients hold one subscription: `first`, and no set of the others.
+    const filters: Iterable<string> = this.granted ?? (this.first !== undefined ? [this.first] : Object.keys(subscriptions));
+    for (const filter of filters) {
+      const sub = subscriptions[filter];
+      if (sub === undefined || isSharedFilter(filter) || !topicMatches(filter, packet.topic)) continue;
+      return sub.qos < packet.qos ? { ...packet, qos: sub.qos } : packet;
+    }
+    return packet;
   }
 
   private send(fn: DeliverFn, packet: LiveDelivery, done: (err?: unknown) => void): void {
@@ -124,8 +152,9 @@ export class OverlappingSubscriptions {
 
   private merge(packet: LiveDelivery, done: (err?: unknown) => void, same: DeliverFn): void {
     const brokerId = packet.brokerId;
-    // Retained messages sent for a new subscription carry no broker id (and that subscription's identifier).
-    if (!brokerId) return this.send(same, packet, done);
+    // Retained messages sent for a new subscription carry no broker id (and that subscription's
+    // identifier): never merged, at most at the highest QoS granted among the matching subscriptions.
+    if (!brokerId) return this.send(same, this.atMostGranted(packet), done);
     const counter = packet.brokerCounter ?? 0;
     if (brokerId === this.lastBrokerId && counter === this.lastCounter) {
       setImmediate(done); // a further copy of the message just delivered

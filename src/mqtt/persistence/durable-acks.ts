@@ -19,6 +19,8 @@ export interface DurabilityBarrier {
   writesFor?(packet: { topic: string; qos: number; retain?: boolean }): boolean;
   /** Resolves once every copy the publish `publishId` (aedes' brokerCounter) made is durable or taken. */
   whenSettled(publishId: number): Promise<void>;
+  /** What a SUBACK / UNSUBACK of `clientId` waits for (its subscription changes on disk); undefined: nothing. */
+  subscriptionsPending?(clientId: string): Promise<void> | undefined;
 }
 
 interface PublishingBroker {
@@ -39,6 +41,7 @@ export function acknowledgeWhenDurable(aedes: Aedes, barrier: DurabilityBarrier)
   const broker = aedes as unknown as PublishingBroker;
   const publish = broker.publish;
   const writes = barrier.writesFor?.bind(barrier) ?? (() => true);
+  if (barrier.subscriptionsPending) acks.gateSubscriptionAcks(aedes, barrier.subscriptionsPending.bind(barrier));
 
   aedes.authorizePublish = function (client, packet, callback) {
     if (packet.qos === 0 || !client) return authorize.call(this, client, packet, callback);

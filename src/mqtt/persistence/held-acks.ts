@@ -1,9 +1,12 @@
 // Acknowledgements held back until what they acknowledge is safe (durable-acks.ts decides which).
-// Only the PUBACK / PUBREC packets of one connection wait, in a queue of their own, and leave in
-// the order aedes wrote them (MQTT-4.6.0-2: acknowledgements in the order the PUBLISH packets
-// arrived); every other packet to that client flows on. So a client that publishes to a topic it
-// is itself subscribed to (persistently) still receives its message, acknowledges it, and that
-// acknowledgement is what releases the PUBACK of its own publish.
+// Only acknowledgements of one connection wait, in a queue of their own, and leave in the order
+// aedes wrote them (MQTT-4.6.0-2: acknowledgements in the order the PUBLISH packets arrived): a
+// PUBACK / PUBREC until the copies of its publish are safe, a SUBACK / UNSUBACK of a persistent
+// session until its subscription change is on disk (the subscription itself is live at once:
+// MQTT-3.8.4 lets matching PUBLISH packets precede the SUBACK). Every other packet to that client
+// flows on. So a client that publishes to a topic it is itself subscribed to (persistently) still
+// receives its message, acknowledges it, and that acknowledgement is what releases the PUBACK of
+// its own publish.
 
 export interface WrittenAck {
   cmd: string;
@@ -22,6 +25,14 @@ export interface ExpectedAck {
 }
 
 type Writer = (packet: WrittenAck, stream: object, opts: object | undefined) => void;
+
+/** For a SUBACK / UNSUBACK: what its client's subscription changes wait for, if anything. */
+export type SubscriptionGate = (clientId: string) => Promise<void> | undefined;
+
+/** What a connection stream carries (aedes sets `conn.client`). */
+interface ClientStream {
+  client?: { id?: string; broker?: object };
+}
 
 interface Queued {
   entry: ExpectedAck | undefined;
@@ -46,6 +57,13 @@ class AckQueue {
 
   get holding(): boolean {
     return this.#items.length > 0;
+  }
+
+  /** A SUBACK / UNSUBACK that leaves, in its turn, once `entry` is ready. */
+  takeGated(packet: WrittenAck, opts: object | undefined): ExpectedAck {
+    const entry: ExpectedAck = { messageId: packet.messageId, qos: 1, published: true, ready: false, packet, opts };
+    this.#items.push({ entry, packet, opts });
+    return entry;
   }
 
   /** aedes writes an acknowledgement: true when it is held (it then leaves in its turn). */
@@ -81,6 +99,8 @@ class AckQueue {
 /** The queues of every connection that has acknowledgements to hold (garbage-collected with it). */
 export class HeldAcks {
   readonly #queues = new WeakMap<object, AckQueue>();
+  /** Per aedes instance (the client's `broker`): its persistence's subscription gate. */
+  readonly #subscriptionGates = new WeakMap<object, SubscriptionGate>();
   #releasing = false;
 
   /** `write` sends a packet the way aedes would (through the outbound hooks). */
@@ -88,9 +108,18 @@ export class HeldAcks {
 
   /** An acknowledgement of `messageId` (QoS 1 or 2) on `stream` will have to wait. */
   expect(stream: object, messageId: number | undefined, qos: 1 | 2): ExpectedAck {
+    return this.#queue(stream).expect(messageId, qos);
+  }
+
+  /** The SUBACKs / UNSUBACKs of `broker`'s clients wait for what `gate` answers. */
+  gateSubscriptionAcks(broker: object, gate: SubscriptionGate): void {
+    this.#subscriptionGates.set(broker, gate);
+  }
+
+  #queue(stream: object): AckQueue {
     let queue = this.#queues.get(stream);
     if (!queue) this.#queues.set(stream, (queue = new AckQueue(stream, (p, s, o) => this.#release(p, s, o))));
-    return queue.expect(messageId, qos);
+    return queue;
   }
 
   /** The acknowledgement may leave (once every earlier one of its connection has left). */
@@ -104,9 +133,21 @@ export class HeldAcks {
    * wait (it is kept and written later), false to write it now.
    */
   hold(packet: WrittenAck, stream: object, opts: object | undefined): boolean {
-    if (this.#releasing || (packet.cmd !== 'puback' && packet.cmd !== 'pubrec')) return false;
-    const queue = this.#queues.get(stream);
-    return queue !== undefined && queue.holding && queue.take(packet, opts);
+    if (this.#releasing) return false;
+    const cmd = packet.cmd;
+    if (cmd === 'puback' || cmd === 'pubrec') {
+      const queue = this.#queues.get(stream);
+      return queue !== undefined && queue.holding && queue.take(packet, opts);
+    }
+    if (cmd !== 'suback' && cmd !== 'unsuback') return false;
+    const client = (stream as ClientStream).client;
+    const gate = client?.broker === undefined ? undefined : this.#subscriptionGates.get(client.broker);
+    const wait = gate === undefined || client?.id === undefined ? undefined : gate(client.id);
+    if (wait === undefined) return false;
+    const entry = this.#queue(stream).takeGated(packet, opts);
+    const release = () => this.release(stream, entry);
+    wait.then(release, release);
+    return true;
   }
 
   #release(packet: WrittenAck, stream: object, opts: object | undefined): void {

@@ -16,7 +16,7 @@ import { aedesPacket, type StoredPacket } from './aedes-modules.js';
 import { OutgoingQueues, keyId } from './outgoing-queues.js';
 import { RetainedMessages, type RetainedPacket, type RetainedRefusal } from './retained-messages.js';
 import { SessionIndex, clientKey, type Session, type SessionClient, type SessionRecord, type StoredSubscription, type SubscriptionInput } from './sessions.js';
-import { createStoragePolicy, STORAGE_DEFAULTS, type StagedTable, type StoragePolicy, type WriteHow } from '../../storage/index.js';
+import { createStoragePolicy, STORAGE_DEFAULTS, type StagedTable, type StoragePolicy, type WriteHow, type WriteTag } from '../../storage/index.js';
 
 const NOTHING: readonly StoredPacket[] = [];
 
@@ -42,6 +42,13 @@ export interface LmdbPersistenceDeps {
   /** Sessions one sweep looks at (default 1,000); at most a tenth of them are wiped per sweep. */
   sweepBatch?: number;
   now?: () => number;
+  /**
+   * What `outgoingStream` gives aedes to send again at a reconnect: a PUBLISH that already has its
+   * packet identifier was sent before (maybe received), so it goes with DUP 1 [MQTT-3.3.1-1], as
+   * Mosquitto sends it. Off: the packets as stored (the aedes-persistence contract, which its
+   * abstract suite checks); the gatewayd broker turns it on.
+   */
+  markResends?: boolean;
 }
 
 /** A stored session as the broker admin API shows it. */
@@ -132,6 +139,8 @@ export class LmdbPersistence {
   readonly #now: () => number;
   readonly #counters = { queueDrops: 0, retainedRefused: 0, sessionsExpired: 0 };
   readonly #warned = new Map<string, number>();
+  /** Per client id, the ticket of its newest subscription change not yet durable. */
+  readonly #subscriptionTickets = new Map<string, WriteTag>();
   readonly #onClient = (client: SessionClient) => this.#state.sessions.connected(client);
   readonly #onClientDisconnect = (client: SessionClient) => {
     const session = this.#state.sessions.get(client.id);
@@ -231,18 +240,50 @@ export class LmdbPersistence {
 
   // ------------------------------------------------------------------ subscriptions
 
-  /** aedes writes the SUBACK once this resolves: once the new subscriptions are durable. */
-  async addSubscriptions(client: SessionClient, subs: SubscriptionInput[]): Promise<void> {
+  /**
+   * Answers as soon as the new subscriptions are staged: aedes makes them live (its in-memory
+   * subscription) once this resolves, so a message published right after the SUBSCRIBE reaches
+   * the client at once, as with Mosquitto. Had it waited for the commit, publishes in between
+   * found the staged subscription (a queued copy) but no live one: the copy waited for the next
+   * connect. The SUBACK still waits for the commit (`subscriptionsPending`, held-acks.ts).
+   *
+   * Answered synchronously, not by a promise: aedes handles the packets of one read side by
+   * side, so a PUBLISH right behind the SUBSCRIBE on the same connection would otherwise be
+   * routed before the subscription is live (a microtask later). Mosquitto handles a
+   * connection's packets in order; so does gatewayd.
+   */
+  addSubscriptions(client: SessionClient, subs: SubscriptionInput[]): Promise<void> {
     const ticket = this.#policy.ticket();
     this.#state.sessions.addSubscriptions(client, subs, ticket);
-    await this.#policy.whenSettled(ticket);
+    this.#awaitSubscriptions(client.id, ticket);
+    return ANSWERED_AT_ONCE;
   }
 
-  /** aedes writes the UNSUBACK once this resolves. */
-  async removeSubscriptions(client: ClientRef, topics: string[]): Promise<void> {
+  /** As addSubscriptions: the subscriptions stop at once, the UNSUBACK waits for the commit. */
+  removeSubscriptions(client: ClientRef, topics: string[]): Promise<void> {
     const ticket = this.#policy.ticket();
     this.#state.sessions.removeSubscriptions(client.id, topics, { class: 'prompt', tag: ticket });
-    await this.#policy.whenSettled(ticket);
+    this.#awaitSubscriptions(client.id, ticket);
+    return ANSWERED_AT_ONCE;
+  }
+
+  #awaitSubscriptions(clientId: string, ticket: WriteTag): void {
+    if (!this.#policy.pending(ticket)) return; // nothing staged (a repeated subscription)
+    const tickets = this.#subscriptionTickets;
+    tickets.set(clientId, ticket);
+    void this.#policy.whenSettled(ticket).then(() => {
+      if (tickets.get(clientId) === ticket) tickets.delete(clientId);
+    });
+  }
+
+  /**
+   * Resolves once every subscription change staged so far for `clientId` is durable; undefined
+   * when none waits (the SUBACK / UNSUBACK leaves at once). The newest change's ticket stands
+   * for the earlier ones: a commit writes everything staged before it.
+   */
+  subscriptionsPending(clientId: string): Promise<void> | undefined {
+    const ticket = this.#subscriptionTickets.get(clientId);
+    return ticket === undefined || !this.#policy.pending(ticket) ? undefined : this.#policy.whenSettled(ticket);
   }
 
   async subscriptionsByClient(client: ClientRef): Promise<SubscriptionInput[]> {
@@ -301,15 +342,24 @@ export class LmdbPersistence {
 
   // ------------------------------------------------------------------ outgoing
 
-  async outgoingEnqueue(sub: { clientId: string }, packet: object): Promise<void> {
-    this.#enqueue(sub.clientId, packet);
+  async outgoingEnqueue(sub: { clientId: string; qos?: number }, packet: object): Promise<void> {
+    this.#enqueue(sub.clientId, packet, sub.qos);
   }
 
-  async outgoingEnqueueCombi(subs: readonly { clientId: string }[], packet: object): Promise<void> {
-    for (const sub of subs) this.#enqueue(sub.clientId, packet);
+  /**
+   * One copy per session, at the QoS its subscription was granted [MQTT-3.8.4-6]; a client whose
+   * subscriptions overlap gets one copy at the highest of them [MQTT-3.3.5-1], as it does live
+   * (mqtt5/overlapping-subscriptions.ts).
+   */
+  async outgoingEnqueueCombi(subs: readonly { clientId: string; qos?: number }[], packet: object): Promise<void> {
+    if (subs.length === 1) return this.#enqueue(subs[0]!.clientId, packet, subs[0]!.qos);
+    const granted = new Map<string, number>();
+    // A subscription without a QoS (not ours: aedes' own callers) caps nothing.
+    for (const sub of subs) granted.set(sub.clientId, Math.max(granted.get(sub.clientId) ?? -1, sub.qos ?? 2));
+    for (const [clientId, qos] of granted) this.#enqueue(clientId, packet, qos);
   }
 
-  #enqueue(clientId: string, packet: object): void {
+  #enqueue(clientId: string, packet: object, grantedQos: number | undefined): void {
     // While the store cannot write, an offline session's copy is dropped like one over a full
     // queue: every failed commit is a risk (lmdb-js corrupted its heap after a few dozen failed
     // commits in a row on a full disk, test/storage-faults.test.ts), and it could not be kept.
@@ -321,7 +371,9 @@ export class LmdbPersistence {
     const state = this.#state;
     const session = state.sessions.ensure({ id: clientId });
     // One copy per session: aedes may change a queued packet it streams to one client.
-    if (state.queues.enqueue(session, aedesPacket(packet), this.#copyHow(session, packet))) {
+    const copy = aedesPacket(packet);
+    if (grantedQos !== undefined && grantedQos < (copy.qos as number)) copy.qos = grantedQos;
+    if (state.queues.enqueue(session, copy, this.#copyHow(session, packet))) {
       state.queuedTotal++;
       return;
     }
@@ -335,7 +387,7 @@ export class LmdbPersistence {
   async outgoingUpdate(client: ClientRef, packet: StoredPacket): Promise<void> {
     const session = this.#state.sessions.get(client.id);
     if (!session) throw new Error('no such packet');
-    this.#state.queues.update(session, packet, this.#copyHow(session, packet));
+    if (this.#state.queues.update(session, packet, this.#copyHow(session, packet)) === 'added') this.#state.queuedTotal++;
   }
 
   /**
@@ -359,7 +411,8 @@ export class LmdbPersistence {
     // empty queue (most connects) costs no range read and no pass over the pending writes.
     const session = this.#state.sessions.get(client.id);
     if (!session || session.queued === 0) return Readable.from(NOTHING);
-    return Readable.from(this.#state.queues.entries(session.key));
+    const entries = this.#state.queues.entries(session.key);
+    return Readable.from(this.deps.markResends === true ? markedResends(entries) : entries);
   }
 
   // ------------------------------------------------------------------ incoming QoS 2
@@ -591,6 +644,22 @@ export class LmdbPersistence {
     this.#warned.set(kind, now);
     this.deps.log?.warn(message, fields);
   }
+}
+
+/**
+ * Settled the moment it is asked (`then` calls back synchronously): what aedes awaits of a staged
+ * subscription change is already done. Typed as a promise, as aedes' persistence interface is;
+ * `await` and `.then` are all aedes and the abstract suite use of it.
+ */
+const ANSWERED_AT_ONCE = {
+  then(onFulfilled?: (value: void) => unknown) {
+    return Promise.resolve(onFulfilled?.());
+  },
+} as unknown as Promise<void>;
+
+/** A PUBLISH that has its packet identifier was sent before: DUP 1 (LmdbPersistenceDeps.markResends). PUBREL has no DUP. */
+function* markedResends(entries: Iterable<StoredPacket>): Generator<StoredPacket> {
+  for (const packet of entries) yield packet.messageId !== undefined && packet.cmd === 'publish' ? { ...packet, dup: true } : packet;
 }
 
 /** The publish a packet is a copy of (aedes' brokerCounter), for QoS 1/2: its publisher's acknowledgement waits for the copy. */

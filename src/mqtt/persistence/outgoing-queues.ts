@@ -80,9 +80,11 @@ export class OutgoingQueues {
 
   /**
    * Records the messageId aedes assigned to a queued publish (found by brokerId + brokerCounter),
-   * or replaces the entry of that messageId by a PUBREL. Throws 'no such packet' like aedes-persistence.
+   * or replaces the entry of that messageId by a PUBREL; 'added' when a PUBREL had no entry to
+   * replace and was queued as one of its own (see the end). Throws 'no such packet' like
+   * aedes-persistence for anything else.
    */
-  update(session: QueuedSession, packet: StoredPacket, how: WriteHow): void {
+  update(session: QueuedSession, packet: StoredPacket, how: WriteHow): 'added' | undefined {
     const index = this.index(session);
     const counter = counterKey(packet);
     const bySeq = counter === undefined ? undefined : index.byCounter.get(counter);
@@ -92,7 +94,7 @@ export class OutgoingQueues {
       index.delete(bySeq, stored);
       index.add(bySeq, updated);
       this.put(session.key, bySeq, updated, how);
-      return;
+      return undefined;
     }
     const byId = packet.messageId === undefined ? undefined : index.byMessageId.get(packet.messageId);
     const replaced = byId === undefined ? undefined : this.get(session.key, byId);
@@ -102,7 +104,13 @@ export class OutgoingQueues {
       index.delete(byId, replaced);
       index.add(byId, next);
       this.put(session.key, byId, next, how);
-      return;
+      return undefined;
+    }
+    // A QoS 2 delivery aedes sent without queueing it (a retained message for a new subscription
+    // of a persistent session): its PUBREC still needs the PUBREL step, kept like any other until
+    // the PUBCOMP. Refused, aedes ended the connection of a client that did nothing wrong.
+    if (packet.cmd === 'pubrel' && packet.messageId !== undefined && byId === undefined) {
+      return this.enqueue(session, packet, how) ? 'added' : undefined;
     }
     throw new Error('no such packet');
   }

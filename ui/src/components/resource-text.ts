@@ -73,6 +73,13 @@ export function writeText(w: WriteOutcome): string {
 /** A count with its unit word: "1 read", "3 reads". */
 export const count = (n: number, word: string) => `${n.toLocaleString('en')} ${word}${n === 1 ? '' : 's'}`;
 
+/**
+ * A connection's values refused before anything was sent ("3 values refused before sending"),
+ * apart from its failures: a value out of range is the writer's mistake, not a sign of trouble
+ * on the line. Empty when there are none.
+ */
+export const refusedText = (refusedWrites: number | undefined) => (refusedWrites ? `${count(refusedWrites, 'value')} refused before sending` : '');
+
 /** How long ago, in a few words (the polled pages refresh it). */
 export function ago(at: string | number | undefined, now = Date.now()): string {
   if (at === undefined) return 'never';

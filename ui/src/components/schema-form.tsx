@@ -62,8 +62,8 @@ export function labelOf(name: string, schema: JsonSchema): string {
   return words.map((w, i) => ACRONYMS[w] ?? (i === 0 ? w.charAt(0).toUpperCase() + w.slice(1) : w)).join(' ') + unit;
 }
 
-/** "Kind of connection settings": a label inside a sentence (acronyms keep their case). */
-const inSentence = (label: string) => (/^[A-Z]{2}/.test(label) ? label : label.charAt(0).toLowerCase() + label.slice(1));
+/** "Kind of connection settings": a label inside a sentence (acronyms and words such as QoS keep their case). */
+export const inSentence = (label: string) => (/^[A-Z]\S*[A-Z]/.test(label.split(' ')[0]!) ? label : label.charAt(0).toLowerCase() + label.slice(1));
 
 /** A DOM id for a path (the problem summary links to it). */
 export function fieldId(path: string): string {
@@ -96,6 +96,24 @@ export function skeleton(schema: JsonSchema): Obj {
   return out;
 }
 
+/**
+ * The properties of a resource added to a service: its schema's skeleton, and each required
+ * `!ref` that only one resource of the service can fill set to that one (a new endpoint of a
+ * service with one connection is on that connection).
+ */
+export function newResource(schema: JsonSchema, ctx: Pick<FormContext, 'resources' | 'hints'>): Obj {
+  const out = skeleton(schema);
+  const full = { ...ctx, problems: new Map<string, string[]>(), root: schema };
+  for (const key of schema.required ?? []) {
+    const p = schema.properties?.[key];
+    const type = p && out[key] === undefined ? refTypeOf(key, p, full) : undefined;
+    if (type === undefined) continue;
+    const fitting = ctx.resources.filter((r) => type === null || r.type === type);
+    if (fitting.length === 1) out[key] = { '!ref': fitting[0]!.name };
+  }
+  return out;
+}
+
 /** A string property whose value names another resource of the service (`!ref <name>`). */
 function refTypeOf(name: string, schema: JsonSchema, ctx: FormContext): string | null | undefined {
   if (ctx.hints.refTypes?.[name] !== undefined) return ctx.hints.refTypes[name];
@@ -109,7 +127,7 @@ function refTypeOf(name: string, schema: JsonSchema, ctx: FormContext): string |
  * same property of the resource a sibling `!ref` names (an endpoint's address follows its
  * connection's protocol). Empty when nothing chooses: then every definition is offered.
  */
-function variantKey(siblings: Obj, schema: JsonSchema, ctx: FormContext): { by?: string; value?: string } {
+function variantKey(siblings: Obj, schema: JsonSchema, ctx: FormContext): { by?: string; value?: string; unresolved?: boolean } {
   const names = Object.keys(ctx.root.definitions ?? {});
   const chooses = (p: JsonSchema | undefined) => !!p?.enum && p.enum.some((e) => names.includes(String(e)));
   for (const [key, p] of Object.entries(schema.properties ?? {})) {
@@ -120,7 +138,8 @@ function variantKey(siblings: Obj, schema: JsonSchema, ctx: FormContext): { by?:
     const target = siblings[key];
     const name = isObj(target) && typeof target['!ref'] === 'string' ? target['!ref'] : undefined;
     const resource = ctx.resources.find((r) => r.name === name);
-    if (!resource) return { by: key };
+    // Nothing chosen yet (or a resource the service lacks): nothing says which definition applies.
+    if (!resource) return { by: key, unresolved: true };
     const value = Object.values(resource.properties).find((v) => typeof v === 'string' && names.includes(v));
     return { by: key, value: value as string | undefined };
   }
@@ -450,6 +469,18 @@ function GroupControl(props: FieldProps) {
   const [picked, setPicked] = useState<string | undefined>(undefined);
   if (!schema.properties && props.ctx.root.definitions) {
     const key = variantKey(props.siblings, props.parent, props.ctx);
+    // An endpoint's address before its connection is chosen: no fields of a protocol it may not
+    // have (an S7 endpoint never shows Modbus' table), until the choice says which.
+    if (key.unresolved && (!isObj(props.value) || Object.keys(props.value).length === 0)) {
+      const by = props.parent.properties?.[key.by!];
+      return (
+        <fieldset class="group" id={id}>
+          <GroupHead name={labelFor(props)} required={props.required} />
+          <Problems path={props.path} ctx={props.ctx} />
+          <p class="hint">Choose the {inSentence(by ? labelOf(key.by!, by) : key.by!)} first: the fields follow its protocol.</p>
+        </fieldset>
+      );
+    }
     const options = candidates(props.ctx, key.value);
     const chosen = chosenDefinition(options, props.value, props.ctx, picked);
     const labels = props.ctx.hints.definitionLabels?.[props.ctx.root.title ?? ''] ?? {};

@@ -2,6 +2,8 @@
 // endpoint, pages newest first with the API's cursor, and exports what the filters select as
 // JSON lines or CSV (page by page from the API; the browser never asks for more than a page at a
 // time). A control action (a write to a field device) reads as a sentence: who wrote what where.
+// One column says who acted (never sometimes "By", sometimes "User"), one whom it was about when
+// that is someone else, and the source is the client's address or MQTT client id on every channel.
 import { useState } from 'preact/hooks';
 import { api, saveBlob } from '../api.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
@@ -58,10 +60,44 @@ function queryOf(f: Filters): Record<string, string> {
 function controlText(e: AuditEvent): string {
   const d = e.details;
   const value = d.value === undefined ? '' : ` ${typeof d.value === 'string' ? d.value : JSON.stringify(d.value)}`;
-  const by = e.actor?.username ?? (typeof d.by === 'string' ? d.by : undefined);
+  const by = whoActed(e);
   const who = [by ? `by ${by}` : '', typeof d.via === 'string' ? `via ${d.via}` : '', typeof d.clientId === 'string' ? `(client ${d.clientId})` : ''].filter(Boolean).join(' ');
   const what = e.outcome === 'success' ? `wrote${value} to ${String(d.endpoint)}` : `did not write${value} to ${String(d.endpoint)}: ${String(d.error ?? 'refused')}`;
   return who ? `${what} ${who}` : what;
+}
+
+/** Events no signed-in request makes that are the doing of the user they name (a sign-in, an MQTT connect, a device's registration). */
+const OWN_DOING = /^(login|logout|mfa|ldap login|idp login|password|tokens revoked|mqtt\.connect|registration (requested|refused|delivered))\b/;
+/** Who acted when no user did: the gateway itself (the first start's admin, a session closed after a change of rights). */
+const GATEWAY = 'the gateway';
+
+/**
+ * Who acted: the signed-in caller of the request, the user a write was made for, the user whose
+ * own doing the event is; otherwise the gateway itself. A write without a user (an anonymous
+ * OPC UA session) names none.
+ */
+function whoActed(e: AuditEvent): string | undefined {
+  if (e.actor) return e.actor.username;
+  if (e.category === 'control') return typeof e.details.by === 'string' ? e.details.by : undefined;
+  return e.user !== undefined && OWN_DOING.test(e.action) ? e.user : GATEWAY;
+}
+
+/** Whom it was about, when that is someone else than who acted (the user created, the client disconnected's user). */
+const aboutWhom = (e: AuditEvent) => (e.user !== undefined && e.user !== whoActed(e) ? e.user : undefined);
+
+/**
+ * Where it came from, on every channel: the client's address (a request's, an MQTT client's, an
+ * OPC UA session's) and the MQTT client id of a write or of a client's own session event (an
+ * operator's action on a client names that client in the details instead); a write made for
+ * someone by a part of the gateway without a client of its own (a Sparkplug host's command, a
+ * bridge) names that part.
+ */
+function sourceText(e: AuditEvent): string {
+  const d = e.details;
+  const ownClient = e.category === 'control' || (e.category === 'mqtt' && !e.actor);
+  const client = ownClient && typeof d.clientId === 'string' ? `client ${d.clientId}` : undefined;
+  const via = e.category === 'control' && !e.source && !client && typeof d.via === 'string' ? d.via : undefined;
+  return [e.source, client, via].filter(Boolean).join(' · ');
 }
 
 function detailText(details: Record<string, unknown>): string {
@@ -163,7 +199,7 @@ export function AuditPage() {
         page.error ? null : <Loading what="the audit trail" />
       ) : (
         <>
-          <Table columns={['Time', 'Action', 'Outcome', 'By', 'User', 'Source', 'Details']} rows={items.length} empty="No event matches these filters." caption={`${items.length} events on this page`} region="Audit events">
+          <Table columns={['Time', 'Action', 'Outcome', 'Who', 'About', 'Source', 'Details']} rows={items.length} empty="No event matches these filters." caption={`${items.length} events on this page`} region="Audit events">
             {items.map((e) => (
               <tr key={e.id} data-action={e.action}>
                 <td>
@@ -173,9 +209,9 @@ export function AuditPage() {
                 <td>
                   <span class={`badge ${e.outcome === 'success' ? 'good' : 'bad'}`}>{e.outcome}</span>
                 </td>
-                <td>{e.actor?.username ?? ''}</td>
-                <td>{e.user ?? ''}</td>
-                <td>{e.source ? <code data-volatile>{e.source}</code> : ''}</td>
+                <td>{whoActed(e) === GATEWAY ? <span class="hint">{GATEWAY}</span> : (whoActed(e) ?? '')}</td>
+                <td>{aboutWhom(e) ?? ''}</td>
+                <td>{sourceText(e) ? <code data-volatile>{sourceText(e)}</code> : ''}</td>
                 <td class="details">
                   <span data-volatile>{e.category === 'control' ? controlText(e) : detailText(e.details)}</span>
                 </td>

@@ -1,9 +1,10 @@
 // The overview's charts (a chunk of its own, loaded by the overview): the last hour of the
 // gateway's figures from GET /api/dashboard, polled with `since` at the sampling interval, each
 // drawn as a small plain SVG line (no chart library, no inline style: the CSP forbids it) over a
-// value scale from 0 to a round maximum and a time axis in clock times, the labels in HTML
-// beside the drawing (text inside a stretched SVG would be distorted).
+// value scale of nice-number ticks from 0 (src/metrics/chart-scale.ts) and a time axis in clock
+// times, the labels in HTML beside the drawing (text inside a stretched SVG would be distorted).
 import { useState } from 'preact/hooks';
+import { chartScale } from '../../../src/metrics/chart-scale.js';
 import { api } from '../api.js';
 import { ErrorMessage, Loading } from '../components/feedback.js';
 import { useAsync, usePoll } from '../hooks.js';
@@ -71,17 +72,6 @@ function segments(times: number[], values: (number | null)[], start: number, spa
   return out.map((s) => (s.includes(' ') ? s : `${s} ${(Number(s.split(',')[0]) + 2).toFixed(1)},${s.split(',')[1]}`));
 }
 
-/** The top of the value scale: the maximum rounded up to 1, 2 or 5 times a power of ten (bytes: of 1024). */
-export function scaleTop(max: number, unit: DashboardSeries['unit']): number {
-  if (!(max > 0)) return unit === 'percent' ? 100 : 1;
-  if (unit === 'percent' && max <= 100) return max > 50 ? 100 : max > 20 ? 50 : max > 10 ? 20 : max > 5 ? 10 : max > 2 ? 5 : max > 1 ? 2 : 1;
-  const base = unit === 'bytes' || unit === 'bytes-per-second' ? 1024 ** Math.floor(Math.log(max) / Math.log(1024)) : 1;
-  const scaled = max / base;
-  const power = 10 ** Math.floor(Math.log10(scaled));
-  const step = [1, 2, 5, 10].find((m) => m * power >= scaled)!;
-  return step * power * base;
-}
-
 /** A clock time of the time axis: hours and minutes, with seconds when the span is short. */
 function clock(t: number, span: number): string {
   return new Date(t).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23', ...(span < 5 * 60_000 ? { second: '2-digit' } : {}) });
@@ -92,7 +82,8 @@ function Chart(props: { series: DashboardSeries; times: number[]; windowMs: numb
   const known = series.values.filter((v): v is number => v !== null);
   const last = [...series.values].reverse().find((v) => v !== null) ?? null;
   const max = known.length ? Math.max(...known) : 0;
-  const top = scaleTop(max, series.unit);
+  const scale = chartScale(max, series.unit);
+  const top = scale.top;
   const end = times.length ? times[times.length - 1]! : Date.now();
   // Until an hour of samples exists the chart spans what there is (a young gateway is not a sliver at the right edge).
   const span = Math.min(props.windowMs, Math.max(10 * props.intervalMs, times.length ? end - times[0]! : 0));
@@ -105,9 +96,11 @@ function Chart(props: { series: DashboardSeries; times: number[]; windowMs: numb
       </figcaption>
       <div class="plot">
         <div class="y-axis" aria-hidden="true">
-          <span data-volatile>{formatValue(series.unit, top)}</span>
-          <span data-volatile>{formatValue(series.unit, top / 2)}</span>
-          <span>{formatValue(series.unit, 0)}</span>
+          {[...scale.labels].reverse().map((label, i) => (
+            <span key={i} data-volatile={i < scale.labels.length - 1 || undefined}>
+              {label}
+            </span>
+          ))}
         </div>
         <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} preserveAspectRatio="none" role="img" aria-label={summary}>
           <line class="grid" x1="0" y1="1" x2={WIDTH} y2="1" />

@@ -11,7 +11,7 @@ import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button } from '../components/forms.js';
 import { Table } from '../components/table.js';
 import { StateBadge } from '../components/widgets.js';
-import { addressText, ago, count, peerText, writeText, type WriteOutcome } from '../components/resource-text.js';
+import { addressText, ago, count, peerText, refusedText, writeText, type WriteOutcome } from '../components/resource-text.js';
 import { useAction, useAsync, usePoll } from '../hooks.js';
 import { Link } from '../router.js';
 import { can } from '../session.js';
@@ -37,6 +37,7 @@ interface Figures {
   reads: number;
   writes: number;
   failures: number;
+  refusedWrites?: number;
   published: number;
   lastReadAt?: string;
 }
@@ -59,6 +60,7 @@ const kinds: Kind[] = [
               {count(f.reads, 'read')}
               {f.writes > 0 && `, ${count(f.writes, 'write')}`}
               {f.failures > 0 ? <strong class="failed">, {count(f.failures, 'failure')}</strong> : ', no failure'}
+              {f.refusedWrites ? `, ${refusedText(f.refusedWrites)}` : ''}
             </span>
           );
         },

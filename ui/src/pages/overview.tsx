@@ -4,6 +4,7 @@ import { Fragment, type ComponentChildren, type FunctionComponent } from 'preact
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Loading } from '../components/feedback.js';
+import { SiteCard } from '../components/site-status.js';
 import { formatBytes, formatDate, plural } from '../components/widgets.js';
 import { useAsync } from '../hooks.js';
 import { Link } from '../router.js';
@@ -151,6 +152,7 @@ export function OverviewPage() {
           </Card>
         )}
         {can('read', '/api/dashboard') && <FlashCard />}
+        <SiteCard />
         {can('read', '/api/maintenance/db') && (
           <Card title="Maintenance" href="/maintenance" load={() => api<MaintenanceStatus>('GET', '/api/maintenance/db')}>
             {(d) => (

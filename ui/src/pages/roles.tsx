@@ -12,6 +12,7 @@ import { useAction, useAsync } from '../hooks.js';
 import { Link, location, navigate } from '../router.js';
 import { can } from '../session.js';
 import type { Pagination, Permission, PermissionInput, Role, RolePageItem } from '../types.js';
+import { SiteReadOnlyNote } from '../components/site-status.js';
 
 const ROWS = 20;
 type Kind = 'shared' | 'private' | 'any';
@@ -47,6 +48,7 @@ export function RolesPage() {
   return (
     <section class="page">
       <ListHeader title="Roles" create={can('write', '/api/roles') ? { href: '/roles/new', label: 'New role' } : undefined} />
+      <SiteReadOnlyNote />
       {notice && <Notice kind="success">{notice}</Notice>}
       <ExactSearch label="Find a role by exact name" maxLength={1024} applied={applied} onApply={(v) => (setApplied(v), setPage(1))}>
         <SelectField

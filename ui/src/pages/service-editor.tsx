@@ -9,7 +9,7 @@ import { ApiError, api } from '../api.js';
 import { ConfirmButton } from '../components/dialog.js';
 import { ErrorMessage, Loading, Notice } from '../components/feedback.js';
 import { Button, TextArea } from '../components/forms.js';
-import { fieldId, skeleton } from '../components/schema-form.js';
+import { fieldId, newResource } from '../components/schema-form.js';
 import { useAction, useAsync } from '../hooks.js';
 import { Link, location, navigate } from '../router.js';
 import { can } from '../session.js';
@@ -327,7 +327,7 @@ function Editor(props: { id: string; loaded: Loaded }) {
                 existing={resources.map(([n]) => n)}
                 onAdd={(name, t) => {
                   toggle(name, true);
-                  editDoc({ ...doc, resources: { ...doc.resources, [name]: { type: t.type, properties: skeleton(t.schema) } } });
+                  editDoc({ ...doc, resources: { ...doc.resources, [name]: { type: t.type, properties: newResource(t.schema, ctx) } } });
                 }}
               />
             )}

@@ -19,9 +19,10 @@ function protocolOf(connection: unknown, resources: ResourceRef[]): unknown {
  *
  * Fields: every type folds its description and target state under "More settings"; an
  * endpoint folds its filter and transform there too (they apply to writes as well, but are
- * rarely set) with the QoS and retain flag of its readings, and shows no poll interval where
- * none is taken — a write endpoint, or one on an MQTT connection (it relays what the broker
- * pushes) — nor, on a write endpoint, the readings' QoS and retain flag.
+ * rarely set). The QoS and retain flag of a read endpoint's readings stay in view (how a
+ * subscriber gets the values is decided here, and the service page shows it). No poll interval
+ * where none is taken — a write endpoint, or one on an MQTT connection (it relays what the
+ * broker pushes) — nor, on a write endpoint, the readings' QoS and retain flag.
  */
 export const serviceFormHints: FormHints = {
   refTypes: { connection: 'Connection', server: 'Server::Opcua', sourceEndpoint: 'Endpoint', targetEndpoint: 'Endpoint', endpoint: 'Endpoint', writeEndpoint: 'Endpoint' },
@@ -32,7 +33,7 @@ export const serviceFormHints: FormHints = {
   fieldRules: {
     '*': { folded: ['description', 'targetState'] },
     Endpoint: {
-      folded: ['filter', 'transform', 'qos', 'retain'],
+      folded: ['filter', 'transform'],
       hidden: (value, resources) => (value.operation === 'write' ? ['pollIntervalMs', 'qos', 'retain'] : protocolOf(value.connection, resources) === 'Mqtt' ? ['pollIntervalMs'] : []),
     },
   },

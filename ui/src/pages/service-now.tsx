@@ -1,17 +1,18 @@
 // What a service runs, now: every resource of the service file with its state and what it is
-// doing — a connection's reads, failures and last reading; a read endpoint's last value, when it
-// came and a sparkline of the last five minutes (from the broker over /mqtt as the signed-in
-// user; a fresh reading is asked on <topic>/req when the user may); a write endpoint's last
-// write in words ("written 4321 at 10:02:03 by admin", whoever wrote it: GET /api/endpoints'
-// lastWrite, and at once the <topic>/set/result of a value written here); a mapping's routes; a
-// bridge's queue and what it forwarded; a Sparkplug node's session and devices. States and
-// figures are polled every 2 s while the tab is visible.
+// doing — a connection's reads, failures (and values refused before sending, apart) and last
+// reading; a read endpoint's last value, when it came, a sparkline of the last five minutes
+// (from the broker over /mqtt as the signed-in user; a fresh reading is asked on <topic>/req
+// when the user may) and the QoS and retain flag it publishes them with; a write endpoint's
+// last write in words ("written 4321 at 10:02:03 by admin", whoever wrote it: GET
+// /api/endpoints' lastWrite, and at once the <topic>/set/result of a value written here); a
+// mapping's routes; a bridge's queue and what it forwarded; a Sparkplug node's session and
+// devices. States and figures are polled every 2 s while the tab is visible.
 import type { MqttClient } from 'mqtt/dist/mqtt.esm';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage, Notice } from '../components/feedback.js';
 import { Button } from '../components/forms.js';
-import { addressText, ago, clockTime, count, peerText, writeText, type WriteOutcome } from '../components/resource-text.js';
+import { addressText, ago, clockTime, count, peerText, refusedText, writeText, type WriteOutcome } from '../components/resource-text.js';
 import { Table } from '../components/table.js';
 import { StateBadge } from '../components/widgets.js';
 import { useAsync, usePoll } from '../hooks.js';
@@ -129,11 +130,11 @@ function Doing(props: { type: string; view: MappingResource }) {
   const v = props.view as Record<string, any>;
   switch (props.type) {
     case 'Connection': {
-      const f = v.figures as { reads: number; writes: number; failures: number; lastReadAt?: string } | undefined;
+      const f = v.figures as { reads: number; writes: number; failures: number; refusedWrites?: number; lastReadAt?: string } | undefined;
       return (
         <span data-volatile>
           {peerText(v.connection)}
-          {f && ` · ${count(f.reads, 'read')}${f.writes ? `, ${count(f.writes, 'write')}` : ''}, ${f.failures ? count(f.failures, 'failure') : 'no failure'} · last reading ${ago(f.lastReadAt)}`}
+          {f && ` · ${count(f.reads, 'read')}${f.writes ? `, ${count(f.writes, 'write')}` : ''}, ${f.failures ? count(f.failures, 'failure') : 'no failure'}${f.refusedWrites ? `, ${refusedText(f.refusedWrites)}` : ''} · last reading ${ago(f.lastReadAt)}`}
         </span>
       );
     }
@@ -315,6 +316,8 @@ export function ServiceNow(props: { serviceId: string; version: number; resource
               const reading = readings[id];
               const kind = KINDS[r.type]?.label ?? r.type;
               const write = view && t?.operation === 'write' ? lastWrite(id, view) : undefined;
+              // How a read endpoint's values reach subscribers, beside the values (issue 38 point 3).
+              const publish = r.type === 'Endpoint' ? (view?.publish as { qos: number; retain: boolean } | undefined) : undefined;
               return (
                 <tr key={id} data-resource-id={id} data-endpoint={r.type === 'Endpoint' ? id : undefined}>
                   <th scope="row">
@@ -349,6 +352,11 @@ export function ServiceNow(props: { serviceId: string; version: number; resource
                       </span>
                     ) : (
                       <span class="hint">no write yet</span>
+                    )}
+                    {publish && (
+                      <span class="hint block publish">
+                        published at QoS {publish.qos}, {publish.retain ? 'retained' : 'not retained'}
+                      </span>
                     )}
                     {view?.message && <span class="hint block failed">{view.message}</span>}
                   </td>

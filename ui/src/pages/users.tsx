@@ -13,6 +13,7 @@ import { useAction, useAsync } from '../hooks.js';
 import { Link, location, navigate } from '../router.js';
 import { can, session } from '../session.js';
 import type { GrantMethod, GrantType, IdentityProvider, Pagination, PermissionInput, Token, User } from '../types.js';
+import { SiteReadOnlyNote } from '../components/site-status.js';
 
 const ROWS = 20;
 const providers: { value: IdentityProvider; label: string }[] = [
@@ -44,6 +45,7 @@ export function UsersPage() {
   return (
     <section class="page">
       <ListHeader title="Users" create={can('write', '/api/users') ? { href: '/users/new', label: 'New user' } : undefined} />
+      <SiteReadOnlyNote />
       {notice && <Notice kind="success">{notice}</Notice>}
       <ExactSearch label="Find a user by exact username" maxLength={128} applied={applied} onApply={(v) => (setApplied(v), setPage(1))}>
         <Checkbox label="Hide auto-generated users" checked={hideAuto} onValue={(v) => (setHideAuto(v), setPage(1))} />
