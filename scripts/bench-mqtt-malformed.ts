@@ -9,7 +9,7 @@
 // GATEWAYD_BENCH_BEFORE=<checkout>: that build's daemon instead)
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { FUZZ_USER } from '../test/fuzz/mqtt-corpus.js';
+import { FUZZ_USER } from '../test/fuzz/wire/mqtt-corpus.js';
 import { ADMIN_PASSWORD, startDaemonProcess, tempDir } from '../test/support/harness.js';
 import { rssBytes, runMalformedClients, startLegitimatePair, watchRss, type ClientKind } from '../test/support/malformed-mqtt-load.js';
 

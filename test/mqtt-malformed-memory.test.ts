@@ -11,7 +11,7 @@ import { rmSync } from 'node:fs';
 import net from 'node:net';
 import mqttPacket from 'mqtt-packet';
 import { createFuzzUser } from '../scripts/bench-mqtt-malformed.js';
-import { FUZZ_USER } from './fuzz/mqtt-corpus.js';
+import { FUZZ_USER } from './fuzz/wire/mqtt-corpus.js';
 import { startDaemonProcess, tempDir } from './support/harness.js';
 import { rssBytes, runMalformedClients, startLegitimatePair, watchRss, type LegitimatePair } from './support/malformed-mqtt-load.js';
 

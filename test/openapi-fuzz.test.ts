@@ -1,5 +1,5 @@
 // A fuzz pass over every operation of the OpenAPI document (issue 11 point 4, issue 35 B),
-// generated from the document itself (test/fuzz/rest-cases.ts): for each path, query and body
+// generated from the document itself (test/fuzz/wire/rest-cases.ts): for each path, query and body
 // field, each constraint violated one at a time (type, bounds, lengths, items, enum, required,
 // extra properties), `__proto__` keys, 1e309, NaN, 10,000 nested arrays, naughty strings, wrong
 // media types, malformed and oversized bodies, sent by the administrator (who gets furthest into
@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import { startGateway, type TestGateway } from './support/harness.js';
 import { storeDigest } from './support/store-digest.js';
-import { casesOf, errorShapeProblem, loadSpec, operations } from './fuzz/rest-cases.js';
+import { casesOf, errorShapeProblem, loadSpec, operations } from './fuzz/wire/rest-cases.js';
 
 describe('fuzz over the OpenAPI document', function () {
   this.timeout(300_000);

@@ -1,5 +1,4 @@
-// run-alone: its time oracle (50 ms per input up to 64 KiB; REST 200 ms) measures the machine.
-// Fuzz: backup archives (issue 35 B) — the reader on its own (archive-target.ts), then the
+// Fuzz: backup archives (issue 35 B) — the reader on its own (targets/archive.ts), then the
 // restore upload of a real gateway with hostile archives drawn from the same generator, a gzip
 // bomb and malformed multipart bodies: a 400/413/415 and nothing changed (the store digest,
 // nothing left in the data directory's temporary place, the lock released), never a 5xx; the
@@ -14,11 +13,11 @@ import { DATA_FORMAT_VERSION } from '../../src/store/index.js';
 import { startGateway, tempDir, type TestGateway } from '../support/harness.js';
 import { storeDigest } from '../support/store-digest.js';
 import { backupAndDownload, upload, waitIdle } from '../support/maintenance-kit.js';
-import { northFuzzSuite } from './north-support.js';
-import { archiveArb, gzipBomb, manifestFor, tarOf } from './tar-corpus.js';
+import { fuzzSuite } from './support/fuzz-suite.js';
+import { archiveArb, gzipBomb, manifestFor, tarOf } from './wire/tar-corpus.js';
 import { gzipSync } from 'node:zlib';
 
-northFuzzSuite(async () => (await import('./archive-target.js')).archiveTarget, 'backup archives (gunzip, tar, the entry rules)');
+fuzzSuite({ target: 'archive', timeMs: 12_000, minPerCpuSecond: 40 });
 
 /** The store's digest but the maintenance status record: a refused restore is recorded there on purpose. */
 const digest = (gw: TestGateway) => storeDigest(gw, (db, key) => db === 'kv' && JSON.stringify(key) === '["maintenance","status"]');

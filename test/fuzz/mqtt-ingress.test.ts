@@ -1,5 +1,5 @@
-// run-alone: its time oracle (50 ms per input up to 64 KiB; REST 200 ms) measures the machine.
-// Fuzz: MQTT ingress (issue 35 B) — see mqtt-ingress-target.ts for the inputs and oracles.
-import { northFuzzSuite } from './north-support.js';
+// Fuzz: MQTT ingress (issue 35 B): the real broker on in-process streams with valid and mutated
+// packets of every type (test/fuzz/targets/mqtt-ingress.ts has the inputs and oracles).
+import { fuzzSuite } from './support/fuzz-suite.js';
 
-northFuzzSuite(async () => (await import('./mqtt-ingress-target.js')).mqttIngressTarget, 'MQTT ingress (aedes, mqtt-packet, gatewayd hooks, LMDB persistence)');
+fuzzSuite({ target: 'mqtt-ingress', timeMs: 15_000, minPerCpuSecond: 100 });

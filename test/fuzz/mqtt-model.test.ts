@@ -1,5 +1,5 @@
-// run-alone: its time oracle (1 s per command list) measures the machine.
-// Fuzz: MQTT sessions against a model (issue 35 B) — see mqtt-model-target.ts.
-import { northFuzzSuite } from './north-support.js';
+// run-alone: its model waits for each answer for at most 1 s of wall time, which a loaded machine stretches.
+// Fuzz: MQTT sessions against a model (issue 35 B; test/fuzz/targets/mqtt-model.ts).
+import { fuzzSuite } from './support/fuzz-suite.js';
 
-northFuzzSuite(async () => (await import('./mqtt-model-target.js')).mqttModelTarget, 'MQTT sessions against a model (connect, subscribe, publish QoS 0/1/2, disconnect, malformed connections between)');
+fuzzSuite({ target: 'mqtt-model', timeMs: 10_000, minPerCpuSecond: 20, minExecutions: 20 });

@@ -1,6 +1,6 @@
 // Malformed MQTT clients against a running broker, beside a legitimate QoS 1 pair, with the
 // broker process's RSS watched from /proc (issue 35 point 3 and C). Each malformed client is a
-// short TCP connection that sends mutated packets of test/fuzz/mqtt-corpus.ts: a mutated CONNECT,
+// short TCP connection that sends mutated packets of test/fuzz/wire/mqtt-corpus.ts: a mutated CONNECT,
 // or a valid CONNECT then mutated packets, or garbage; it leaves when the broker closes the
 // connection or after a short linger. Used by test/mqtt-malformed-memory.test.ts and by
 // `npm run bench -- mqtt-malformed`. Bounded: a fixed number of connections, every wait has a
@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import type { MqttClient } from 'mqtt';
-import { mutate, prng, randomMutations, seeds, type MqttVersion, type Seed } from '../fuzz/mqtt-corpus.js';
+import { mutate, prng, randomMutations, seeds, type MqttVersion, type Seed } from '../fuzz/wire/mqtt-corpus.js';
 import { connect } from './mqtt-test-kit.js';
 
 /** VmRSS of a process in bytes (0 once it is gone). */

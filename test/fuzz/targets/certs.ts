@@ -14,12 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
-import { csrSubject, describeCertificate, splitPemCertificates } from '../../src/certs/index.js';
-import { parseAndVerifyCsr } from '../../src/certs/csr.js';
-import { derToPem } from '../../src/certs/pem.js';
-import { BadRequestError } from '../../src/errors/errors.js';
-import { makeDerSeeds, mutateDer, type DerMutation, type DerSeed } from './der-corpus.js';
-import { FuzzFinding, type NorthTarget } from './north-support.js';
+import { csrSubject, describeCertificate, splitPemCertificates } from '../../../src/certs/index.js';
+import { parseAndVerifyCsr } from '../../../src/certs/csr.js';
+import { derToPem } from '../../../src/certs/pem.js';
+import { BadRequestError } from '../../../src/errors/errors.js';
+import { makeDerSeeds, mutateDer, type DerMutation, type DerSeed } from '../wire/der-corpus.js';
+import { FuzzFinding, typedTarget, type TypedTarget } from '../support/typed-target.js';
 
 const run = promisify(execFile);
 
@@ -122,15 +122,12 @@ function checkCertificates(state: CertsState, text: string): void {
   }
 }
 
-export const certsTarget: NorthTarget<CertsInput, CertsState> = {
+export const certsTarget: TypedTarget<CertsInput, CertsState> = {
   name: 'certs',
-  oracle: 'only BadRequestError escapes; an accepted certificate is readable by node:crypto X509Certificate with id = SHA-256 of its DER; an accepted CSR verifies with `openssl req -verify`; ≤ 50 ms per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB',
-  floor: 600,
-  ciMs: 12_000,
+  description: 'only BadRequestError escapes; an accepted certificate is readable by node:crypto X509Certificate with id = SHA-256 of its DER; an accepted CSR verifies with `openssl req -verify`; ≤ 50 ms per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB',
   arbitrary: (state) => certsInputArb(() => state.seeds),
   encode: (input) => Buffer.concat([Buffer.from([MODES.indexOf(input.mode)]), input.bytes]),
   decode: (bytes) => ({ mode: MODES[bytes[0]! % MODES.length]!, bytes: bytes.subarray(1) }),
-  sizeOf: (input) => input.bytes.length,
   async setup() {
     return { seeds: await makeDerSeeds(), acceptedCsrs: new Map(), refusedButReadable: 0 };
   },
@@ -180,3 +177,6 @@ export const certsTarget: NorthTarget<CertsInput, CertsState> = {
     return [`${state.acceptedCsrs.size} distinct accepted CSRs verified by openssl; ${state.refusedButReadable} certificates node:crypto reads were refused by the gateway's stricter walk`];
   },
 };
+
+/** The runner's form of it (test/fuzz/support/typed-target.ts). */
+export const target = typedTarget(certsTarget);

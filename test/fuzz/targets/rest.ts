@@ -6,10 +6,10 @@
 // 501/503), a 4xx in the contract's shape and the store unchanged (digest of every table), no
 // unhandled rejection (the runner's), ≤ 200 ms per request (HTTP and a store digest around it).
 import fc from 'fast-check';
-import { startGateway, type TestGateway } from '../support/harness.js';
-import { changedRecords, storeRecords } from '../support/store-digest.js';
-import { FuzzFinding, type NorthTarget } from './north-support.js';
-import { casesOf, errorShapeProblem, loadSpec, NAUGHTY_STRINGS, operations, resolve, sample, type Json, type Operation, type RestCase } from './rest-cases.js';
+import { startGateway, type TestGateway } from '../../support/harness.js';
+import { changedRecords, storeRecords } from '../../support/store-digest.js';
+import { FuzzFinding, typedTarget, type TypedTarget } from '../support/typed-target.js';
+import { casesOf, errorShapeProblem, loadSpec, NAUGHTY_STRINGS, operations, resolve, sample, type Json, type Operation, type RestCase } from '../wire/rest-cases.js';
 
 export interface RestState {
   gw: TestGateway;
@@ -68,21 +68,18 @@ export function restInputArb(state: RestState): fc.Arbitrary<RestCase> {
   return fc.oneof({ weight: 1, arbitrary: fromCases }, { weight: 2, arbitrary: randomBody });
 }
 
-export const restTarget: NorthTarget<RestCase, RestState> = {
+export const restTarget: TypedTarget<RestCase, RestState> = {
   name: 'rest',
-  oracle: 'never a 5xx (but 501/503); a 4xx in the contract\'s error shape with every record of every table unchanged (but the maintenance status a backup it started writes when it ends); no unhandled rejection; ≤ 200 ms per request',
-  floor: 300,
-  ciMs: 10_000,
-  msLimit: 200,
+  description: 'never a 5xx (but 501/503); a 4xx in the contract\'s error shape with every record of every table unchanged (but the maintenance status a backup it started writes when it ends); no unhandled rejection; ≤ 200 ms per request',
+  maxCaseMs: 200,
   // An answer of the API (JSON, response validation) and a digest of the store around it.
-  allocationLimit: (n) => 16 * n + 4 * 1024 * 1024,
+  allowance: (n) => 16 * n + 4 * 1024 * 1024,
   arbitrary: (state) => restInputArb(state),
   encode: (c) => Buffer.from(JSON.stringify({ ...c, body: c.body === undefined ? undefined : Buffer.from(c.body).toString('base64') })),
   decode: (bytes) => {
     const c = JSON.parse(bytes.toString('utf8')) as RestCase & { body?: string };
     return { ...c, ...(c.body !== undefined ? { body: Buffer.from(c.body, 'base64') } : {}) };
   },
-  sizeOf: (c) => (c.body === undefined ? 0 : Buffer.byteLength(c.body)) + c.path.length,
   async setup() {
     // Login delays are the throttle's design, not a hang; the per-address lock would keep the
     // administrator out once the fuzz failed 100 logins.
@@ -108,3 +105,6 @@ export const restTarget: NorthTarget<RestCase, RestState> = {
     if (res.status === 401) state.admin = await state.gw.login();
   },
 };
+
+/** The runner's form of it (test/fuzz/support/typed-target.ts). */
+export const target = typedTarget(restTarget);

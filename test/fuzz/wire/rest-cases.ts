@@ -6,7 +6,7 @@
 // naughty strings; bodies of the wrong media type, malformed, or beyond http.bodyLimitBytes.
 // Used by test/openapi-fuzz.test.ts (every case, deterministic) and the REST fuzz target
 // (rest-target.ts: random combinations, for `npm run fuzz:north`).
-import { loadOpenApiDocument } from '../../src/http/create-http-app.js';
+import { loadOpenApiDocument } from '../../../src/http/create-http-app.js';
 
 export type Json = Record<string, any>;
 

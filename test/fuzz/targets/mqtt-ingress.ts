@@ -13,15 +13,15 @@ import { join } from 'node:path';
 import { Duplex, Writable } from 'node:stream';
 import fc from 'fast-check';
 import mqttPacket from 'mqtt-packet';
-import { loadConfig } from '../../src/config/index.js';
-import { createLogger } from '../../src/log/logger.js';
-import { createBroker, type Broker } from '../../src/mqtt/index.js';
-import { createStoragePolicy } from '../../src/storage/index.js';
-import { openStore, type Store } from '../../src/store/index.js';
-import { makeCerts } from '../support/mqtt-test-kit.js';
-import { StaticMqttAccess } from '../support/static-mqtt-access.js';
-import { FUZZ_USER, mutate, seedFromBytes, seeds, type Mutation, type MqttVersion } from './mqtt-corpus.js';
-import { FuzzFinding, type NorthTarget } from './north-support.js';
+import { loadConfig } from '../../../src/config/index.js';
+import { createLogger } from '../../../src/log/logger.js';
+import { createBroker, type Broker } from '../../../src/mqtt/index.js';
+import { createStoragePolicy } from '../../../src/storage/index.js';
+import { openStore, type Store } from '../../../src/store/index.js';
+import { makeCerts } from '../../support/mqtt-test-kit.js';
+import { StaticMqttAccess } from '../../support/static-mqtt-access.js';
+import { FUZZ_USER, mutate, seedFromBytes, seeds, type Mutation, type MqttVersion } from '../wire/mqtt-corpus.js';
+import { FuzzFinding, typedTarget, type TypedTarget } from '../support/typed-target.js';
 
 /** Two ends of an in-memory connection: what one writes the other reads; destroying one closes both. */
 export function streamPair(): [Duplex, Duplex] {
@@ -350,15 +350,13 @@ export function mqttInputArb(): fc.Arbitrary<MqttInput> {
     });
 }
 
-export const mqttIngressTarget: NorthTarget<MqttInput, MqttIngressState> = {
+export const mqttIngressTarget: TypedTarget<MqttInput, MqttIngressState> = {
   name: 'mqtt-ingress',
-  oracle: 'no exception escapes the broker, no error logged, one CONNACK and first, a PINGREQ after complete packets answered or the connection closed, closed after the stream ends with no live client left, ≤ 50 ms per input ≤ 64 KiB, buffers ≤ 16 × input + 1 MiB; a legitimate QoS 1 pair still served every 250 inputs',
-  floor: 800,
-  ciMs: 15_000,
+  description: 'no exception escapes the broker, no error logged, one CONNACK and first, a PINGREQ after complete packets answered or the connection closed, closed after the stream ends with no live client left, ≤ 50 ms per input ≤ 64 KiB, buffers ≤ 16 × input + 1 MiB; a legitimate QoS 1 pair still served every 250 inputs',
   // A reconnect replays up to 10 stored messages of up to 60 KiB, and the store's encoder grows
   // its buffer now and then: 1 MiB over 16 × the input still catches any declared length that
   // is trusted (up to 256 MiB for a remaining length, 4 GiB for a property).
-  allocationLimit: (n) => 16 * n + 1024 * 1024,
+  allowance: (n) => 16 * n + 1024 * 1024,
   arbitrary: () => mqttInputArb(),
   // "CUTS", their count (u16) and offsets (u32), then the bytes: the chunks are part of a finding.
   encode: (input) => {
@@ -373,7 +371,6 @@ export const mqttIngressTarget: NorthTarget<MqttInput, MqttIngressState> = {
     const n = bytes.readUInt16BE(4);
     return { cuts: Array.from({ length: n }, (_, i) => bytes.readUInt32BE(6 + 4 * i)), bytes: bytes.subarray(6 + 4 * n) };
   },
-  sizeOf: (input) => input.bytes.length,
   setup: startIngressBroker,
   teardown: stopIngressBroker,
   async execute(state, input) {
@@ -389,3 +386,6 @@ export const mqttIngressTarget: NorthTarget<MqttInput, MqttIngressState> = {
     if (++state.inputs % 250 === 0) await checkLegitimatePair(state);
   },
 };
+
+/** The runner's form of it (test/fuzz/support/typed-target.ts). */
+export const target = typedTarget(mqttIngressTarget);

@@ -10,10 +10,10 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { ArchiveError, checkAndExtractArchive, type BackupManifest } from '../../src/maintenance/archive.js';
-import { DATA_FORMAT_VERSION, OLDEST_DATA_FORMAT } from '../../src/store/index.js';
-import { FuzzFinding, type NorthTarget } from './north-support.js';
-import { archiveArb, type ArchiveInput } from './tar-corpus.js';
+import { ArchiveError, checkAndExtractArchive, type BackupManifest } from '../../../src/maintenance/archive.js';
+import { DATA_FORMAT_VERSION, OLDEST_DATA_FORMAT } from '../../../src/store/index.js';
+import { FuzzFinding, typedTarget, type TypedTarget } from '../support/typed-target.js';
+import { archiveArb, type ArchiveInput } from '../wire/tar-corpus.js';
 
 export interface ArchiveState {
   base: string;
@@ -65,17 +65,14 @@ export async function extractInTree(root: string, bytes: Buffer): Promise<void> 
   }
 }
 
-export const archiveTarget: NorthTarget<ArchiveInput, ArchiveState> = {
+export const archiveTarget: TypedTarget<ArchiveInput, ArchiveState> = {
   name: 'archive',
-  oracle: 'only ArchiveError escapes; nothing written but <staging>/data.mdb; an accepted archive\'s data.mdb has the manifest\'s size and SHA-256; ≤ 50 ms per archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB',
-  floor: 400,
-  ciMs: 12_000,
+  description: 'only ArchiveError escapes; nothing written but <staging>/data.mdb; an accepted archive\'s data.mdb has the manifest\'s size and SHA-256; ≤ 50 ms per archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB',
   arbitrary: () => archiveArb(DATA_FORMAT_VERSION),
   encode: (input) => input.bytes,
   decode: (bytes) => ({ kind: bytes[0] === 0x1f ? 'gz' : 'raw', bytes }),
-  sizeOf: (input) => input.bytes.length,
   // gunzip's window and output blocks and the tar parser's are fixed costs of any archive.
-  allocationLimit: (n) => 16 * n + 1024 * 1024,
+  allowance: (n) => 16 * n + 1024 * 1024,
   async setup() {
     return { base: mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'gatewayd-fuzz-archive-')), runs: 0 };
   },
@@ -89,3 +86,6 @@ export const archiveTarget: NorthTarget<ArchiveInput, ArchiveState> = {
     if (outside.length) throw new FuzzFinding(`the reader wrote outside its tree: ${outside.slice(0, 5).join(', ')}`);
   },
 };
+
+/** The runner's form of it (test/fuzz/support/typed-target.ts). */
+export const target = typedTarget(archiveTarget);
