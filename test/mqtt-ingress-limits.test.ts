@@ -134,6 +134,27 @@ describe('MQTT ingress limits before and at CONNECT', function () {
     await after.endAsync();
   });
 
+  it('refuses an MQTT 5 property that runs past its packet as a Malformed Packet: DISCONNECT 0x81 (a null Response Topic ended the daemon: fuzz finding)', async () => {
+    const c = await raw(tb.port);
+    const parser = mqttPacket.parser({ protocolVersion: 5 });
+    const packets: mqttPacket.Packet[] = [];
+    const connack = new Promise<void>((resolve) => parser.once('packet', () => resolve()));
+    parser.on('packet', (p: mqttPacket.Packet) => packets.push(p));
+    c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+    c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId: 'past-the-end', keepalive: 30, username: user.username, password: Buffer.from(user.password) }, { protocolVersion: 5 }));
+    await withTimeout(connack, 2000, 'no CONNACK');
+    // PUBLISH "t", QoS 0, properties length 3: a Response Topic (0x08) declaring 16 bytes, none there.
+    c.socket.write(Buffer.from([0x30, 0x07, 0x00, 0x01, 0x74, 0x03, 0x08, 0x00, 0x10]));
+    await withTimeout(c.closed, 2000, 'connection not closed');
+    expect(packets.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode])).to.deep.equal([
+      ['connack', 0],
+      ['disconnect', 0x81],
+    ]);
+    const after = await connect(tb.port, { ...user, protocolVersion: 5 });
+    expect(after.connected, 'the broker still serves').to.equal(true);
+    await after.endAsync();
+  });
+
   it('answers two PUBRELs of one QoS 2 packet id sent together with two PUBCOMPs (the second delete rejected unhandled: the daemon exited)', async () => {
     const rejections: unknown[] = [];
     const onRejection = (reason: unknown) => rejections.push(reason);

@@ -10,6 +10,7 @@
 // parser, which carries its client and aedes' listener): no closures per connection.
 // Before any of that, the first bytes must start a CONNECT (first-bytes.ts).
 import type { EventEmitter } from 'node:events';
+import { createRequire } from 'node:module';
 import type { GatewayClient } from './client-state.js';
 import { guardFirstBytes } from './first-bytes.js';
 import { disconnectWith } from './mqtt5/server-disconnect.js';
@@ -44,17 +45,55 @@ function duplicatedProperty(packet: InboundPacket): string | undefined {
   return undefined;
 }
 
+/** How mqtt-packet reads each MQTT 5 property (its own table: 'string', 'binary', 'int16', 'pair', ...). */
+const PROPERTY_TYPES = (createRequire(import.meta.url)('mqtt-packet/constants.js') as { propertiesTypes: Record<string, string> }).propertiesTypes;
+
+const readAs: Record<string, (value: unknown) => boolean> = {
+  string: (v) => typeof v === 'string',
+  binary: (v) => Buffer.isBuffer(v),
+  byte: (v) => typeof v === 'boolean',
+  int8: (v) => Number.isInteger(v) && (v as number) >= 0,
+  int16: (v) => Number.isInteger(v) && (v as number) >= 0,
+  int32: (v) => Number.isInteger(v) && (v as number) >= 0,
+  var: (v) => Number.isInteger(v) && (v as number) >= 0,
+  pair: (v) => typeof v === 'object' && v !== null && Object.values(v).every((value) => [value].flat().every((s) => typeof s === 'string')),
+};
+
+/**
+ * The first MQTT 5 property mqtt-packet could not read, or undefined. Its property loop keeps
+ * what a failed read returns (a string or binary value running past the packet is null, a
+ * number -1 or false) and goes on: a PUBLISH whose Response Topic ran past its end reached
+ * aedes with a null Response Topic, whose indexOf threw out of the parser and ended the
+ * daemon (found by the MQTT ingress fuzz target's long run). Such a packet is malformed
+ * [MQTT-1.5.4, 2.2.2].
+ */
+function unreadableProperty(packet: InboundPacket): string | undefined {
+  const sets = [packet.properties, (packet as { will?: { properties?: Record<string, unknown> } }).will?.properties];
+  for (const properties of sets) {
+    if (!properties) continue;
+    for (const [name, value] of Object.entries(properties)) {
+      const check = readAs[PROPERTY_TYPES[name] ?? ''];
+      if (!check || !check(value)) return name;
+    }
+  }
+  return undefined;
+}
+
+/** A packet refused for its properties: a connected MQTT 5 client is told (DISCONNECT with `code`), any other closed. */
+function refuse(parser: WatchedParser, code: number, err: Error): void {
+  const client = parser[CLIENT] as GatewayClient & { connackSent?: boolean; version?: number | null };
+  (parser as unknown as { error: Error }).error = err; // mqtt-packet parses no further
+  if (client.connackSent && client.version === 5) disconnectWith(client as never, code);
+  else parser.emit('error', err);
+}
+
 function inboundPacket(this: WatchedParser, packet: InboundPacket): void {
   const duplicate = duplicatedProperty(packet);
-  if (duplicate !== undefined) {
-    // A Protocol Error: a connected MQTT 5 client is told (DISCONNECT 0x82), any other closed.
-    const client = this[CLIENT] as GatewayClient & { connackSent?: boolean; version?: number | null };
-    const err = new Error(`MQTT 5 property ${duplicate} given more than once`);
-    (this as unknown as { error: Error }).error = err; // mqtt-packet parses no further
-    if (client.connackSent && client.version === 5) disconnectWith(client as never, 0x82);
-    else this.emit('error', err);
-    return;
-  }
+  // A Protocol Error (0x82).
+  if (duplicate !== undefined) return refuse(this, 0x82, new Error(`MQTT 5 property ${duplicate} given more than once`));
+  const unreadable = unreadableProperty(packet);
+  // A Malformed Packet (0x81).
+  if (unreadable !== undefined) return refuse(this, 0x81, new Error(`MQTT 5 property ${unreadable} could not be read`));
   const cmd = packet.cmd;
   const client = this[CLIENT];
   if (cmd === 'subscribe' || cmd === 'unsubscribe') renameSharedFilters(packet);
