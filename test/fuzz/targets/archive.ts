@@ -1,9 +1,9 @@
 // Fuzz target: the backup archive reader of src/maintenance (issue 35 B) — checkAndExtractArchive,
 // the one streaming pass of gunzip, the tar parser (strict) and gatewayd's entry rules that a
-// restore upload meets before anything else. Inputs: tar-corpus.ts's hostile archives. Each
+// restore upload meets before anything else. Inputs: wire/tar-corpus.ts's hostile archives. Each
 // runs in a fresh directory tree, the staging directory two levels down. Oracles: only
 // ArchiveError escapes; nothing is written anywhere but the staging directory, and there only
-// data.mdb; an accepted archive's data.mdb has the manifest's size and SHA-256; ≤ 50 ms per
+// data.mdb; an accepted archive's data.mdb has the manifest's size and SHA-256; ≤ 50 ms of CPU per
 // archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB (gunzip's and the tar parser's own blocks).
 // The REST upload (multer, the lock, the store digest) is tested in test/fuzz/archive.test.ts.
 import { createHash } from 'node:crypto';
@@ -67,7 +67,7 @@ export async function extractInTree(root: string, bytes: Buffer): Promise<void> 
 
 export const archiveTarget: TypedTarget<ArchiveInput, ArchiveState> = {
   name: 'archive',
-  description: 'only ArchiveError escapes; nothing written but <staging>/data.mdb; an accepted archive\'s data.mdb has the manifest\'s size and SHA-256; ≤ 50 ms per archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB',
+  description: 'only ArchiveError escapes; nothing written but <staging>/data.mdb; an accepted archive\'s data.mdb has the manifest\'s size and SHA-256; ≤ 50 ms of CPU per archive ≤ 64 KiB; buffers ≤ 16 × input + 1 MiB',
   arbitrary: () => archiveArb(DATA_FORMAT_VERSION),
   encode: (input) => input.bytes,
   decode: (bytes) => ({ kind: bytes[0] === 0x1f ? 'gz' : 'raw', bytes }),

@@ -2,11 +2,11 @@
 // upload (splitPemCertificates, describeCertificate: PEM, Base64, Node's X509Certificate and the
 // gateway's own DER walk over forge's ASN.1 decoder) and self-registration's CSRs
 // (parseAndVerifyCsr, csrSubject). Inputs: openssl-made CSRs and certificates mutated as
-// der-corpus.ts does, and PEM texts built of such blocks (other labels, private keys, 101
+// wire/der-corpus.ts does, and PEM texts built of such blocks (other labels, private keys, 101
 // blocks, a missing END, Base64 damage). Oracles: only BadRequestError (400) escapes; a
 // certificate accepted is one Node's X509Certificate reads, with the fingerprint of its DER; a
 // CSR accepted is one `openssl req -verify` verifies (checked after the time box, for every
-// distinct accepted CSR); ≤ 50 ms per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB.
+// distinct accepted CSR); ≤ 50 ms of CPU per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB.
 import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -124,7 +124,7 @@ function checkCertificates(state: CertsState, text: string): void {
 
 export const certsTarget: TypedTarget<CertsInput, CertsState> = {
   name: 'certs',
-  description: 'only BadRequestError escapes; an accepted certificate is readable by node:crypto X509Certificate with id = SHA-256 of its DER; an accepted CSR verifies with `openssl req -verify`; ≤ 50 ms per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB',
+  description: 'only BadRequestError escapes; an accepted certificate is readable by node:crypto X509Certificate with id = SHA-256 of its DER; an accepted CSR verifies with `openssl req -verify`; ≤ 50 ms of CPU per input ≤ 64 KiB; buffers ≤ 16 × input + 64 KiB',
   arbitrary: (state) => certsInputArb(() => state.seeds),
   encode: (input) => Buffer.concat([Buffer.from([MODES.indexOf(input.mode)]), input.bytes]),
   decode: (bytes) => ({ mode: MODES[bytes[0]! % MODES.length]!, bytes: bytes.subarray(1) }),

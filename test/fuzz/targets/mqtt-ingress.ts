@@ -1,10 +1,10 @@
 // Fuzz target: MQTT ingress (issue 35 B). The real broker of src/mqtt (aedes 2, mqtt-packet, every
 // gatewayd hook, the LMDB persistence on a temp store) serves in-process byte streams
 // (Broker.acceptStream): each input is one connection's bytes — a valid or mutated CONNECT of
-// MQTT 3.1.1 or 5, then valid and mutated packets of every type (test/fuzz/mqtt-corpus.ts), some
+// MQTT 3.1.1 or 5, then valid and mutated packets of every type (test/fuzz/wire/mqtt-corpus.ts), some
 // garbage — written in one to four chunks, then the stream ends. Oracles, per input: nothing
 // thrown out of the broker (an uncaught exception fails the run), no error logged, the
-// connection closed after its stream ended, no live client left behind, within 50 ms for an
+// connection closed after its stream ended, no live client left behind, within 50 ms of CPU for an
 // input ≤ 64 KiB, buffers allocated ≤ 16 × input + 1 MiB, the broker's answer starts with its one CONNACK; every 250 inputs a legitimate QoS 1
 // publisher/subscriber pair on their own streams still gets its message through.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -352,7 +352,7 @@ export function mqttInputArb(): fc.Arbitrary<MqttInput> {
 
 export const mqttIngressTarget: TypedTarget<MqttInput, MqttIngressState> = {
   name: 'mqtt-ingress',
-  description: 'no exception escapes the broker, no error logged, one CONNACK and first, a PINGREQ after complete packets answered or the connection closed, closed after the stream ends with no live client left, ≤ 50 ms per input ≤ 64 KiB, buffers ≤ 16 × input + 1 MiB; a legitimate QoS 1 pair still served every 250 inputs',
+  description: 'no exception escapes the broker, no error logged, one CONNACK and first, a PINGREQ after complete packets answered or the connection closed, closed after the stream ends with no live client left, ≤ 50 ms of CPU per input ≤ 64 KiB, buffers ≤ 16 × input + 1 MiB; a legitimate QoS 1 pair still served every 250 inputs',
   // A reconnect replays up to 10 stored messages of up to 60 KiB, and the store's encoder grows
   // its buffer now and then: 1 MiB over 16 × the input still catches any declared length that
   // is trusted (up to 256 MiB for a remaining length, 4 GiB for a property).

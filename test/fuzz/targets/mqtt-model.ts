@@ -2,7 +2,7 @@
 // input is a list of commands for three clients of the fuzz user — connect (MQTT 3.1.1 or 5,
 // clean), subscribe, unsubscribe, publish at QoS 0/1/2 (QoS 2 with its PUBREL), DISCONNECT, a
 // dropped connection — and malformed packets on connections of their own in between, run against
-// the real broker of mqtt-ingress-target.ts. A small model (who is connected, with which
+// the real broker of mqtt-ingress.ts. A small model (who is connected, with which
 // subscriptions) says what must happen; the oracles: every CONNACK 0, SUBACK with the QoS asked,
 // UNSUBACK, PUBACK, PUBREC/PUBCOMP comes within a second; every message reaches exactly the
 // connected clients whose subscriptions match it, once (overlapping subscriptions give one

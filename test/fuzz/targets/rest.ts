@@ -1,10 +1,10 @@
 // Fuzz target: the REST API (issue 35 B), at random beyond the deterministic pass of
 // test/openapi-fuzz.test.ts: an operation of the OpenAPI document, then either one of its
-// one-constraint cases (rest-cases.ts) or its sample body with random values at random places
+// one-constraint cases (wire/rest-cases.ts) or its sample body with random values at random places
 // (JSON of any shape, naughty strings, edge numbers, extra and prototype keys) and random query
 // values, sent by the administrator to a real in-process gateway. Oracles: never a 5xx (but
 // 501/503), a 4xx in the contract's shape and the store unchanged (digest of every table), no
-// unhandled rejection (the runner's), ≤ 200 ms per request (HTTP and a store digest around it).
+// unhandled rejection (the runner's), ≤ 200 ms of CPU per request (HTTP and a store digest around it).
 import fc from 'fast-check';
 import { startGateway, type TestGateway } from '../../support/harness.js';
 import { changedRecords, storeRecords } from '../../support/store-digest.js';
@@ -70,7 +70,7 @@ export function restInputArb(state: RestState): fc.Arbitrary<RestCase> {
 
 export const restTarget: TypedTarget<RestCase, RestState> = {
   name: 'rest',
-  description: 'never a 5xx (but 501/503); a 4xx in the contract\'s error shape with every record of every table unchanged (but the maintenance status a backup it started writes when it ends); no unhandled rejection; ≤ 200 ms per request',
+  description: 'never a 5xx (but 501/503); a 4xx in the contract\'s error shape with every record of every table unchanged (but the maintenance status a backup it started writes when it ends); no unhandled rejection; ≤ 200 ms of CPU per request',
   maxCaseMs: 200,
   // An answer of the API (JSON, response validation) and a digest of the store around it.
   allowance: (n) => 16 * n + 4 * 1024 * 1024,

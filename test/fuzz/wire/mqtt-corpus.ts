@@ -3,7 +3,7 @@
 // (remaining length, property lengths, string and binary lengths), and the mutations hostile
 // clients make of them (issue 35 B): a length field set to 0, 1, its maximum or one off, a 5-byte
 // or non-minimal variable byte integer, truncation, splicing, garbage, flipped bits. Used by the
-// in-process fuzz target (mqtt-ingress-target.ts) and by the malformed-client load against the
+// in-process fuzz target (targets/mqtt-ingress.ts) and by the malformed-client load against the
 // daemon (test/mqtt-malformed-memory.test.ts, npm run bench -- mqtt-malformed). No third-party
 // vectors: the library rule (docs/testing.md).
 import { createRequire } from 'node:module';

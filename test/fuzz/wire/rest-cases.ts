@@ -5,7 +5,7 @@
 // schema does not have, `__proto__` and `constructor` keys, 1e309, NaN, 10,000 nested arrays,
 // naughty strings; bodies of the wrong media type, malformed, or beyond http.bodyLimitBytes.
 // Used by test/openapi-fuzz.test.ts (every case, deterministic) and the REST fuzz target
-// (rest-target.ts: random combinations, for `npm run fuzz:north`).
+// (targets/rest.ts: random combinations, for `npm run fuzz`).
 import { loadOpenApiDocument } from '../../../src/http/create-http-app.js';
 
 export type Json = Record<string, any>;
