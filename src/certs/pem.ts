@@ -172,9 +172,11 @@ const fromDerWithOptions = asn1.fromDer as unknown as (
 
 /**
  * Strict DER decode; BIT STRING contents are left as raw bytes (the key usage bits must not be
- * "decoded"). forge reads a universal BOOLEAN or NULL of any length; DER (X.690 8.2, 8.8) and
- * OpenSSL allow exactly one content byte and none: a BOOLEAN of length 0 in a CSR's signature
- * parameters passed here and failed `openssl req -verify` (found by the certificate fuzz target).
+ * "decoded"). forge reads a universal BOOLEAN or NULL of any length, and any universal type in
+ * the constructed form; DER (X.690 8.2, 8.8, 10.2) and OpenSSL allow a BOOLEAN of exactly one
+ * content byte, a NULL of none, and only SEQUENCE and SET constructed. A BOOLEAN of length 0,
+ * then a constructed NULL (0x25), as a CSR's signature parameters passed here and failed
+ * `openssl req -verify` (found by the certificate fuzz target's long runs).
  */
 export function parseDer(der: Uint8Array | string): Asn1 {
   const bytes = typeof der === 'string' ? der : Buffer.from(der).toString('binary');
@@ -183,15 +185,20 @@ export function parseDer(der: Uint8Array | string): Asn1 {
   return root;
 }
 
-/** Every universal BOOLEAN (1 content byte) and NULL (none) of the tree; a stack, not recursion (10,000 nested elements). */
+/**
+ * Every universal element of the tree in its DER form: SEQUENCE and SET constructed, the others
+ * primitive; BOOLEAN of 1 content byte, NULL of none. A stack, not recursion (10,000 nested elements).
+ */
 function checkFixedLengths(root: Asn1): void {
   const stack: Asn1[] = [root];
   for (let node = stack.pop(); node; node = stack.pop()) {
+    const universal = node.tagClass === Class.UNIVERSAL;
+    if (universal && node.constructed !== (node.type === Type.SEQUENCE || node.type === Type.SET)) throw new Error('malformed ASN.1: a universal type in the other form than DER gives it');
     if (Array.isArray(node.value)) {
       stack.push(...node.value);
       continue;
     }
-    if (node.tagClass !== Class.UNIVERSAL) continue;
+    if (!universal) continue;
     if (node.type === Type.BOOLEAN && node.value.length !== 1) throw new Error('malformed ASN.1: a BOOLEAN of other than one byte');
     if (node.type === Type.NULL && node.value.length !== 0) throw new Error('malformed ASN.1: a NULL with contents');
   }
