@@ -105,18 +105,20 @@ describe('MQTT ingress limits before and at CONNECT', function () {
     expect(tb.broker.admin().client('valueOf')).to.equal(undefined);
   });
 
+  /** A connected MQTT 5 client on a raw socket, with the packets the broker sent it. */
+  const session = async (clientId: string) => {
+    const c = await raw(tb.port);
+    const parser = mqttPacket.parser({ protocolVersion: 5 });
+    const packets: mqttPacket.Packet[] = [];
+    const connack = new Promise<void>((resolve) => parser.once('packet', () => resolve()));
+    parser.on('packet', (p: mqttPacket.Packet) => packets.push(p));
+    c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
+    c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId, keepalive: 30, username: user.username, password: Buffer.from(user.password), properties: { sessionExpiryInterval: 30 } }, { protocolVersion: 5 }));
+    await withTimeout(connack, 2000, 'no CONNACK');
+    return { ...c, packets };
+  };
+
   it('refuses an MQTT 5 property given twice as a Protocol Error: DISCONNECT 0x82 for a PUBLISH, and a DISCONNECT with two Session Expiry Intervals no longer ends the process', async () => {
-    const session = async (clientId: string) => {
-      const c = await raw(tb.port);
-      const parser = mqttPacket.parser({ protocolVersion: 5 });
-      const packets: mqttPacket.Packet[] = [];
-      const connack = new Promise<void>((resolve) => parser.once('packet', () => resolve()));
-      parser.on('packet', (p: mqttPacket.Packet) => packets.push(p));
-      c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
-      c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId, keepalive: 30, username: user.username, password: Buffer.from(user.password), properties: { sessionExpiryInterval: 30 } }, { protocolVersion: 5 }));
-      await withTimeout(connack, 2000, 'no CONNACK');
-      return { ...c, packets };
-    };
     // PUBLISH "t" with two Message Expiry Intervals (0x02): properties length 10.
     const pub = await session('twice-publish');
     pub.socket.write(Buffer.from([0x30, 0x0f, 0x00, 0x01, 0x74, 0x0a, 0x02, 0, 0, 0, 5, 0x02, 0, 0, 0, 6, 0x78]));
@@ -135,18 +137,11 @@ describe('MQTT ingress limits before and at CONNECT', function () {
   });
 
   it('refuses an MQTT 5 property that runs past its packet as a Malformed Packet: DISCONNECT 0x81 (a null Response Topic ended the daemon: fuzz finding)', async () => {
-    const c = await raw(tb.port);
-    const parser = mqttPacket.parser({ protocolVersion: 5 });
-    const packets: mqttPacket.Packet[] = [];
-    const connack = new Promise<void>((resolve) => parser.once('packet', () => resolve()));
-    parser.on('packet', (p: mqttPacket.Packet) => packets.push(p));
-    c.socket.on('data', (chunk: Buffer) => parser.parse(chunk));
-    c.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clean: true, clientId: 'past-the-end', keepalive: 30, username: user.username, password: Buffer.from(user.password) }, { protocolVersion: 5 }));
-    await withTimeout(connack, 2000, 'no CONNACK');
+    const c = await session('past-the-end');
     // PUBLISH "t", QoS 0, properties length 3: a Response Topic (0x08) declaring 16 bytes, none there.
     c.socket.write(Buffer.from([0x30, 0x07, 0x00, 0x01, 0x74, 0x03, 0x08, 0x00, 0x10]));
     await withTimeout(c.closed, 2000, 'connection not closed');
-    expect(packets.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode])).to.deep.equal([
+    expect(c.packets.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode])).to.deep.equal([
       ['connack', 0],
       ['disconnect', 0x81],
     ]);

@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import type { MqttClient } from 'mqtt';
-import { mutate, prng, randomMutations, seeds, type MqttVersion, type Seed } from '../fuzz/wire/mqtt-corpus.js';
+import { seededRandom } from '../fuzz/support/random.js';
+import { mutate, randomMutations, seeds, type MqttVersion, type Seed } from '../fuzz/wire/mqtt-corpus.js';
 import { connect } from './mqtt-test-kit.js';
 
 /** VmRSS of a process in bytes (0 once it is gone). */
@@ -113,7 +114,7 @@ function validSession(): Buffer[] {
 
 /** `total` short clients (malformed unless told), `concurrency` at a time. */
 export async function runMalformedClients(port: number, options: { total: number; concurrency: number; seed: number; lingerMs?: number; kind?: ClientKind }): Promise<MalformedLoadResult> {
-  const rand = prng(options.seed);
+  const rand = seededRandom(options.seed).next;
   const session = options.kind === 'valid' ? validSession : options.kind === 'silent' ? () => [] : () => malformedSession(rand);
   const started = Date.now();
   let next = 0;

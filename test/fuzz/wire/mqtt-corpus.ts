@@ -349,17 +349,6 @@ export function mutate(seed: Seed, mutations: readonly Mutation[]): Buffer {
   return buf;
 }
 
-/** A small deterministic generator (mulberry32), for loads that need no shrinking. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const INTERESTING = [0, 1, 0x7f, 0x80, 0xff, 0xffff, 0x7fffffff, 0xffffffff];
 
