@@ -317,6 +317,7 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
     // time after a full GC). The RSS is watched too, as a figure: after a burst V8 keeps the
     // heap pages it grew to and glibc's malloc the arenas its Buffers used, freed but not given
     // back to the system for a while; that is no leak, and the RSS bound is the attack's peak.
+    const ids = ['hostile.s7', 'hostile.cip', 'hostile.modbus', 'hostile.control'];
     const quietFrom = Date.now();
     const quietMs = options.quietMs ?? 30_000;
     const limitKiB = startKiB + 8 * 1024;
@@ -327,14 +328,16 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
       const at = Date.now() - quietFrom;
       if (heldSettledAfterMs === undefined && heldEnd.heldMiB <= heldStart.heldMiB + 8) heldSettledAfterMs = at;
       if (settledAfterMs === undefined && watch.rssKiB() <= limitKiB) settledAfterMs = at;
-      if ((heldSettledAfterMs !== undefined && settledAfterMs !== undefined) || at >= quietMs) break;
+      // The quiet also lets a connection that the liveness rule reopened after a last trickled
+      // answer finish reconnecting: its final state is checked.
+      const allConnected = ids.every((id) => watch.connections.at(-1)?.list.find((c) => c.id === id)?.state === 'connected');
+      if ((heldSettledAfterMs !== undefined && settledAfterMs !== undefined && allConnected) || at >= quietMs) break;
       await new Promise((r) => setTimeout(r, 2000));
       heldEnd = await inspector.held();
     }
 
     const end = await figuresOf(`http://127.0.0.1:${daemon.ready.http}`, authorization);
     const rssDuring = watch.rss.filter((s) => s.t >= attackFrom);
-    const ids = ['hostile.s7', 'hostile.cip', 'hostile.modbus', 'hostile.control'];
     const states = (id: string) => watch.connections.filter((s) => s.t >= attackFrom && s.t <= attackTo).map((s) => s.list.find((c) => c.id === id)?.state);
     const connections: HostileReport['connections'] = {};
     for (const id of ids) {
