@@ -1,5 +1,5 @@
 // npm run bench [-- name ...]: runs the benchmarks and prints their numbers. Names:
-// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, idle-clients, reboot, maintenance, mapping, sparkplug, sparkplug-history, https, hooks, bridge, flash, ack-latency, hostile, site (default: all).
+// startup, footprint, permissions, identity, mqtt, mqtt-auth (includes mqtt-connect), mqtt-connect, mqtt-persistence, mqtt-shipped, mqtt-malformed, idle-clients, reboot, maintenance, mapping, sparkplug, sparkplug-history, https, hooks, bridge, flash, ack-latency, hostile, site (default: all).
 
 /** Start-up time to the ready line and resident memory at idle, first start and restart (the flags of npm start). */
 export async function benchStartup(): Promise<Record<string, number>> {
@@ -19,6 +19,7 @@ const suites: Record<string, () => Promise<Record<string, number>>> = {
   'mqtt-connect': async () => (await import('./bench-mqtt-connect.js')).benchMqttConnect(),
   'mqtt-persistence': async () => (await import('./bench-mqtt-persistence.js')).benchMqttPersistence(),
   'mqtt-shipped': async () => (await import('./bench-mqtt-shipped.js')).benchMqttShipped(),
+  'mqtt-malformed': async () => (await import('./bench-mqtt-malformed.js')).benchMqttMalformed(),
   'idle-clients': async () => (await import('./bench-idle-clients.js')).benchIdleClients(),
   reboot: async () => (await import('./bench-reboot.js')).benchReboot(),
   maintenance: async () => (await import('./bench-maintenance.js')).benchMaintenance(),

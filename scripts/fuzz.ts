@@ -1,5 +1,6 @@
 // npm run fuzz [-- --minutes N] [--runs R] [--target name ...] [--seed S] [--record]: long runs
-// of the in-process fuzz targets (test/fuzz/targets/*.ts, each in a worker under the watchdog of
+// of the in-process fuzz targets (test/fuzz/targets/*.ts: the device answers, Sparkplug DCMDs, MQTT
+// ingress and sessions, certificates, backup archives, the REST API; each in a worker under the watchdog of
 // test/fuzz/support/run-fuzz.ts), one after another, N minutes each (default 1; --runs R stops a
 // target sooner once it ran R cases); every failure
 // is saved under test/fuzz/regressions/<target>/ (npm test replays them). Prints each target's
@@ -58,6 +59,7 @@ async function main(): Promise<void> {
     const rate = report.executions / (report.ms / 1000);
     const perCpu = report.cpuMs > 0 ? report.executions / (report.cpuMs / 1000) : 0;
     console.log(`${target}: ${report.executions} executions in ${(report.ms / 1000).toFixed(0)} s (${rate.toFixed(0)}/s; ${perCpu.toFixed(0)} per CPU second), ${report.crashes} crashes, ${report.hangs} hangs`);
+    for (const line of report.lines) console.log(`  ${line}`);
     for (const f of report.failures) console.log(`  ${f.kind}: ${f.error}${f.file ? `\n    saved: ${f.file}` : ''}`);
     results.push({ target, seed: s, executions: report.executions, seconds: Math.round(report.ms / 1000), perSecond: Math.round(rate), perCpuSecond: Math.round(perCpu), crashes: report.crashes, hangs: report.hangs });
   }

@@ -104,7 +104,7 @@ export function wireGateway(config: GatewayConfig, baseLog: Logger, options: Wir
   // What the services raise; on a site's gateway its replica raises the permission changes.
   const domainEvents = site ? siteDomainEvents(events) : events;
   const admits = site ? { admits: site.admits } : {};
-  const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost });
+  const hasher = createPasswordHasher({ logN: config.auth.passwordHashCost, maxConcurrent: config.auth.maxConcurrentPasswordHashes });
   const engine = createPermissionEngine({ store, events: domainEvents });
   const tokens = createTokenService({ store, identity, events: domainEvents, log, maxTokensPerUser: config.auth.maxTokensPerUser });
   const guard = createGrantGuard({ store, engine, log });

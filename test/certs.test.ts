@@ -234,6 +234,24 @@ describe('certs', function () {
       expect(thrown(() => ca.signCsr('hello', { expectedCommonName: 'device-01' }))).to.be.instanceOf(BadRequestError);
       expect(thrown(() => ca.signCsr(ca.caCertPem, { expectedCommonName: 'device-01' }))).to.be.instanceOf(BadRequestError);
     });
+    it('rejects a CSR whose signature parameters are no DER NULL, as openssl does (a BOOLEAN of no byte and a constructed NULL passed: fuzz findings)', async function () {
+      const csrPem = await fs.readFile(path.join(deviceDir, 'device.csr.pem'), 'utf8');
+      const der = Buffer.from(csrPem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
+      // The outer sha256WithRSAEncryption identifier (after the signed part, so the signature still holds): NULL 05 00 made BOOLEAN 01 00, then constructed NULL 25 00.
+      const at = der.lastIndexOf(Buffer.from('06092a864886f70d01010b0500', 'hex'));
+      expect(at).to.be.greaterThan(0);
+      for (const [tag, name] of [[0x01, 'boolean'], [0x25, 'constructed-null']] as const) {
+        const mutated = Buffer.from(der);
+        mutated[at + 11] = tag;
+        const mutatedPem = `-----BEGIN CERTIFICATE REQUEST-----\n${mutated.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE REQUEST-----\n`;
+        await fs.writeFile(path.join(deviceDir, `${name}-params.csr.pem`), mutatedPem);
+        const refusedByOpenssl = await openssl(['req', '-in', `${name}-params.csr.pem`, '-verify', '-noout'], deviceDir).then(() => false, () => true);
+        expect(refusedByOpenssl, name).to.equal(true);
+        const err = thrown(() => ca.signCsr(mutatedPem, { expectedCommonName: 'device-01' }));
+        expect(err, name).to.be.instanceOf(BadRequestError);
+        expect(err.message, name).to.equal('invalid CSR: malformed PKCS#10 structure');
+      }
+    });
   });
 
   describe('pem helpers', function () {

@@ -56,8 +56,16 @@ describe('the daemon with hostile devices and MQTT clients in front of it', func
     }
   });
 
-  it('keeps its memory: RSS at most 32 MiB above the start during the attack, and back within 8 MiB in 30 s of quiet', () => {
+  // The settle criterion is on what the daemon holds after a full GC (heap used + external,
+  // asked through its inspector), not on RSS: after the attack V8 keeps the heap pages it grew
+  // to and glibc's malloc the arenas the Buffers used, freed but not returned for minutes (on
+  // Node 24 the RSS stayed +16 MiB while the heap in use was back within 2 MiB). A leak, which
+  // RSS could not tell from that, is what this measures: memory still reachable. The RSS peak
+  // stays bounded, and handles (sockets, timers) kept per connection would show in the counts.
+  it('keeps its memory: RSS at most 32 MiB above the start during the attack; what it holds after a GC back within 8 MiB in 30 s of quiet, no sockets or timers left behind', () => {
     expect(report.rss.peakMiB - report.rss.startMiB, figures()).to.be.at.most(32);
-    expect(report.rss.settledAfterMs, figures()).to.be.a('number').at.most(30_000);
+    expect(report.held.settledAfterMs, figures()).to.be.a('number').at.most(30_000);
+    const { start, end } = report.held;
+    for (const kind of ['TCPSocketWrap', 'Timeout']) expect(end.resources[kind] ?? 0, `${kind}: ${figures()}`).to.be.at.most((start.resources[kind] ?? 0) + 8);
   });
 });

@@ -22,6 +22,7 @@ function quotaOf(max: number, forward: (p: QueuedDelivery) => boolean = () => tr
     connected: () => true,
     expired: () => {},
     dropped: () => {},
+    replayHeld: () => () => {},
     now: Date.now,
   });
   let counter = 0;

@@ -30,13 +30,25 @@ export function parseAndVerifyCsr(der: Buffer): VerifiedCsr {
   let sigOid: string;
   let signature: Buffer;
   try {
-    const top = children(parseDer(der), 'CertificationRequest');
-    if (top.length !== 3) throw new Error('CertificationRequest');
+    // Every element of RFC 2986 with its own tag: children() alone took any constructed element
+    // (an outer tag 0x33 passed; openssl refuses it — found by the certificate fuzz target).
+    const { SEQUENCE } = asn1.Type;
+    const root = parseDer(der);
+    if (!isUniversal(root, SEQUENCE)) throw new Error('CertificationRequest');
+    const top = children(root, 'CertificationRequest');
+    if (top.length !== 3 || !isUniversal(top[0], SEQUENCE) || !isUniversal(top[1], SEQUENCE)) throw new Error('CertificationRequest');
     cri = children(top[0], 'CertificationRequestInfo');
+    if (!isUniversal(cri[1], SEQUENCE) || !isUniversal(cri[2], SEQUENCE)) throw new Error('subject or subjectPKInfo');
     // Verify over the bytes exactly as received, not a re-encoding.
     const criElement = readElement(der, readElement(der, 0).contentStart);
     criDer = der.subarray(criElement.start, criElement.end);
-    sigOid = oidOf(children(top[1], 'signatureAlgorithm')[0], 'signatureAlgorithm');
+    const sigAlg = children(top[1], 'signatureAlgorithm');
+    sigOid = oidOf(sigAlg[0], 'signatureAlgorithm');
+    // RFC 4055 2.1: sha*WithRSAEncryption has NULL parameters (absent is tolerated); RFC 5758
+    // 3.2 and RFC 8410 3: ECDSA and Ed25519 have none.
+    const params = sigAlg[1];
+    const rsa = CSR_SIGNATURE_ALGORITHMS[sigOid]?.keyType === 'rsa';
+    if (sigAlg.length > 2 || (params !== undefined && !(rsa && isUniversal(params, asn1.Type.NULL)))) throw new Error('signatureAlgorithm parameters');
     if (!isUniversal(top[2], asn1.Type.BITSTRING)) throw new Error('signature');
     const sigBits = Buffer.from(primitive(top[2], 'signature'), 'binary');
     if (sigBits[0] !== 0) throw new Error('signature');

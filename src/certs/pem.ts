@@ -170,10 +170,38 @@ const fromDerWithOptions = asn1.fromDer as unknown as (
   options: { strict?: boolean; parseAllBytes?: boolean; decodeBitStrings?: boolean },
 ) => Asn1;
 
-/** Strict DER decode; BIT STRING contents are left as raw bytes (the key usage bits must not be "decoded"). */
+/**
+ * Strict DER decode; BIT STRING contents are left as raw bytes (the key usage bits must not be
+ * "decoded"). forge reads a universal BOOLEAN or NULL of any length, and any universal type in
+ * the constructed form; DER (X.690 8.2, 8.8, 10.2) and OpenSSL allow a BOOLEAN of exactly one
+ * content byte, a NULL of none, and only SEQUENCE and SET constructed. A BOOLEAN of length 0,
+ * then a constructed NULL (0x25), as a CSR's signature parameters passed here and failed
+ * `openssl req -verify` (found by the certificate fuzz target's long runs).
+ */
 export function parseDer(der: Uint8Array | string): Asn1 {
   const bytes = typeof der === 'string' ? der : Buffer.from(der).toString('binary');
-  return fromDerWithOptions(bytes, { strict: true, parseAllBytes: true, decodeBitStrings: false });
+  const root = fromDerWithOptions(bytes, { strict: true, parseAllBytes: true, decodeBitStrings: false });
+  checkFixedLengths(root);
+  return root;
+}
+
+/**
+ * Every universal element of the tree in its DER form: SEQUENCE and SET constructed, the others
+ * primitive; BOOLEAN of 1 content byte, NULL of none. A stack, not recursion (10,000 nested elements).
+ */
+function checkFixedLengths(root: Asn1): void {
+  const stack: Asn1[] = [root];
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    const universal = node.tagClass === Class.UNIVERSAL;
+    if (universal && node.constructed !== (node.type === Type.SEQUENCE || node.type === Type.SET)) throw new Error('malformed ASN.1: a universal type in the other form than DER gives it');
+    if (Array.isArray(node.value)) {
+      stack.push(...node.value);
+      continue;
+    }
+    if (!universal) continue;
+    if (node.type === Type.BOOLEAN && node.value.length !== 1) throw new Error('malformed ASN.1: a BOOLEAN of other than one byte');
+    if (node.type === Type.NULL && node.value.length !== 0) throw new Error('malformed ASN.1: a NULL with contents');
+  }
 }
 
 export function children(node: Asn1 | undefined, what: string): Asn1[] {

@@ -69,6 +69,7 @@ export const configSchema = obj({
     maxTokensPerUser: { type: 'integer', minimum: 1, maximum: 100000 },
     adminPassword: { type: 'string' },
     passwordHashCost: { type: 'integer', minimum: 10, maximum: 20 },
+    maxConcurrentPasswordHashes: { type: 'integer', minimum: 1, maximum: 16 },
     verifiedPasswordCacheSeconds: { type: 'integer', minimum: 0, maximum: 86400 },
     loginThrottle: obj({
       freeAttempts: nonNegativeInt,
@@ -289,6 +290,8 @@ export interface GatewayConfig {
     adminPassword: string;
     /** scrypt logN: 15 costs ~32 MiB and tens of ms per hash on a gateway CPU. */
     passwordHashCost: number;
+    /** scrypt derivations at once, process-wide (each holds 128 × 8 × 2^passwordHashCost bytes); others wait. */
+    maxConcurrentPasswordHashes: number;
     /** How long a successful password check spares the next scrypt for that user (0: never). */
     verifiedPasswordCacheSeconds: number;
     loginThrottle: {

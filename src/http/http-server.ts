@@ -65,6 +65,27 @@ export type ListenerPart<S extends Server> = Part & {
   closeIdle: () => void;
 };
 
+const CLIENT_ERRORS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+
+/**
+ * What Node's HTTP parser refuses before the app sees a request (a request line and headers over
+ * 16 KiB: 431, a malformed request: 400, headers too slow: 408) is answered as Node would, but
+ * with the contract's error body instead of none (found by the REST fuzz pass: a 70,000-character
+ * query got an empty 431).
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || response?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const statusCode = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const error = CLIENT_ERRORS[statusCode]!;
+  const message = statusCode === 431 ? 'request line and headers larger than 16 KiB' : statusCode === 408 ? 'request headers did not arrive in time' : 'malformed HTTP request';
+  const body = JSON.stringify({ statusCode, error, message });
+  socket.end(`HTTP/1.1 ${statusCode} ${error}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
 /**
  * A listening HTTP(S) server as a daemon part. stop() refuses new connections, answers what
  * arrives on open ones with Connection: close, closes idle keep-alive sockets and upgraded ones
@@ -85,6 +106,7 @@ export function listenerPart<S extends Server>(
   server.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('Connection', 'close');
   });
+  server.on('clientError', answerClientError);
   // The HTTP server's closeAllConnections knows only the connections it still parses: not an
   // upgraded one (MQTT over WebSocket), nor one in its TLS handshake or before its first byte.
   const accepted = trackedSockets();

@@ -30,6 +30,14 @@ export const MANIFEST_FORMAT_VERSION = 1;
 const MAX_MANIFEST_BYTES = 64 * 1024;
 /** Kept free on the data file system when extracting, so a restore cannot fill it up. */
 export const FREE_SPACE_RESERVE_BYTES = 32 * 1024 * 1024;
+/**
+ * The store in an archive is at most this many times the archive's size (and at least
+ * MIN_STORE_LIMIT_BYTES is allowed): backups are compacted LMDB copies that gzip 3–10 to 1, so
+ * more is a gzip bomb — 10 GiB of zeros fit in 10 MiB of gzip — refused from the tar header,
+ * before anything is written (Apache POI refuses entries inflating more than 100 times too).
+ */
+export const MAX_EXPANSION = 100;
+export const MIN_STORE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 export interface ManifestFile {
   size: number;
@@ -156,12 +164,15 @@ export async function checkAndExtractArchive(options: {
   const { file, destDir } = options;
   const head = Buffer.alloc(2);
   const fh = await fsp.open(file, 'r');
+  let archiveBytes: number;
   try {
     const { bytesRead } = await fh.read(head, 0, 2, 0);
     if (bytesRead < 2 || head[0] !== 0x1f || head[1] !== 0x8b) throw new ArchiveError('the file is not a gzip-compressed tar archive (.tar.gz)');
+    archiveBytes = (await fh.stat()).size;
   } finally {
     await fh.close();
   }
+  const storeLimit = Math.max(MIN_STORE_LIMIT_BYTES, MAX_EXPANSION * archiveBytes);
 
   const storeFile = join(destDir, STORE_FILE);
   const seen = new Set<string>();
@@ -212,6 +223,9 @@ export async function checkAndExtractArchive(options: {
         });
         return;
       }
+      if (entry.size > storeLimit) {
+        return fail(new ArchiveError(`${STORE_ENTRY} would be ${entry.size} bytes from an archive of ${archiveBytes}: more than ${MAX_EXPANSION} times its size (at most ${storeLimit} bytes)`));
+      }
       // STORE_ENTRY: hashed while written to its fixed place; throttled like backups.
       pending.push(
         (async () => {
@@ -229,9 +243,13 @@ export async function checkAndExtractArchive(options: {
               cb(null, chunk);
             },
           });
+          // The archive may have failed while the free space was asked (a manifest refused
+          // meanwhile): then no file is opened. A stream opened and left unpiped had no 'error'
+          // listener, and the staging directory removed under it ended the process with ENOENT
+          // (found by the archive fuzz target).
+          if (failure) throw failure;
           const out = createWriteStream(storeFile, { flags: 'wx', mode: 0o600 });
           sinks.push(out);
-          if (failure) throw failure;
           await pipeline(entry as unknown as NodeJS.ReadableStream, tap, throttle(options.bytesPerSecond), out);
           stored = { size, sha256: hash.digest('hex') };
         })().catch((err: unknown) => {

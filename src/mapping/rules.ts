@@ -99,6 +99,18 @@ export interface CompiledRule {
   evaluate(input: unknown, context?: RuleContext): Promise<unknown>;
 }
 
+/** Whether arrays and objects nest deeper than `max` in `value` (without recursion). */
+function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 function jsonSize(value: unknown): number {
   if (value === undefined) return 0;
   const text = JSON.stringify(value);
@@ -123,6 +135,9 @@ export function compileRule(source: string, limits: RuleLimits = defaultRuleLimi
   return {
     source,
     async evaluate(input, context) {
+      // Before its size: JSON.stringify (and jsonata's lookups) recurse, and 10,000 nested
+      // arrays ended in a RangeError outside any bound (found by the REST fuzz pass).
+      if (nestedDeeperThan(input, limits.maxDepth)) throw new RuleError('limit', `input nested deeper than ${limits.maxDepth} levels (limit mapping.ruleMaxDepth)`);
       if (jsonSize(input) > limits.maxBytes) throw new RuleError('limit', `input larger than ${limits.maxBytes} bytes (limit mapping.ruleMaxBytes)`);
       let out: unknown;
       try {

@@ -8,6 +8,7 @@ import type { AuthorizeForwardHook } from './handlers/authorize-forward.js';
 import type { AuthorizePublishHook } from './handlers/authorize-publish.js';
 import type { AuthorizeSubscribeHook } from './handlers/authorize-subscribe.js';
 import type { PreConnectHook } from './handlers/pre-connect.js';
+import { guardAedesState } from './aedes-guards.js';
 import { boundOutgoingQueues } from './limits.js';
 import { installRetainedFirst } from './retained-first-hooks.js';
 import { acknowledgeWhenDurable, createLmdbPersistence, persistenceLimits } from './persistence/index.js';
@@ -61,6 +62,7 @@ export async function createAedes(ctx: BrokerContext, hooks: AedesHooks): Promis
     authorizeSubscribe: hooks.authorizeSubscribe,
     authorizeForward: hooks.authorizeForward,
   });
+  guardAedesState(aedes);
   ctx.aedes = aedes;
   // sessionPresent, MQTT 5 topic aliases, maximum packet size and flow control (outbound-packets.ts).
   if (!installOutboundPackets()) ctx.log.warn('mqtt-packet has an unexpected shape: sessionPresent is 0 for a returning session without subscriptions; MQTT 5 clients get no topic aliases, and their maximum packet size and receive maximum are not respected');

@@ -23,6 +23,7 @@
 //
 // The decisions are described in src/mqtt/README.md.
 import type http from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Aedes } from 'aedes';
 import { createAccessChangeHandler } from './access-changes.js';
 import { createAedes } from './aedes-wiring.js';
@@ -57,6 +58,12 @@ export interface Broker {
   handleUpgrade(httpServer: http.Server): void;
   /** Re-reads the trusted CA list for new TLS connections. */
   refreshTls(): void;
+  /**
+   * Serves MQTT on a byte stream the caller made (an in-process transport: the fuzz harness of
+   * test/fuzz/, which feeds aedes, mqtt-packet and every hook of this broker without sockets).
+   * Treated like a TCP connection from `remote`.
+   */
+  acceptStream(stream: Duplex, remote: string): void;
   enhancedAuthInfo(): EnhancedAuthInfo;
   stats(): BrokerStats;
   /** Closes listeners, disconnects clients, closes Aedes; bounded in time. */
@@ -151,6 +158,7 @@ export function createBroker(options: BrokerOptions): Broker {
     },
     handleUpgrade: (httpServer) => transports.handleUpgrade(httpServer),
     refreshTls: () => transports.refreshTls(),
+    acceptStream: (stream, remote) => connections.accept(stream, 'tcp', remote),
     enhancedAuthInfo: () => enhancedAuthInfo(ctx),
     stats,
     stop() {

@@ -95,7 +95,10 @@ export class Connections {
    * it before aedes sees a CONNECT, and aedes then destroys the socket: answer first.
    */
   private readonly onParserError = (client: GatewayClient, err: Error): void => {
-    if (!/protocol version/i.test(err.message) || client.connected) return;
+    // Only a first CONNECT is answered: a second one is a protocol violation that closes the
+    // connection [MQTT-3.1.0-2], and a client already sent its CONNACK must not get another.
+    const c = client as GatewayClient & { connecting?: boolean; connackSent?: boolean };
+    if (!/protocol version/i.test(err.message) || client.connected || c.connecting || c.connackSent) return;
     const st = stateOf(client);
     const conn = client.conn as Duplex | undefined;
     if (conn?.writable) conn.write(Buffer.from([0x20, 0x02, 0x00, 0x01]));

@@ -10,6 +10,8 @@ export interface InboundPacket {
   reasonCode?: number;
   subscriptions?: Array<{ topic: string }>;
   unsubscriptions?: string[];
+  /** MQTT 5 properties as mqtt-packet reads them (a property given twice becomes an array). */
+  properties?: Record<string, unknown>;
 }
 
 /** A packet as aedes hands it to mqtt-packet. */

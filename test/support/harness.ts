@@ -174,16 +174,16 @@ export function daemonTestEnv(dataDir: string): Record<string, string> {
 /**
  * The real daemon process on `dataDir`, resolved at its ready line. `as`: another user (tests
  * running as root start an unprivileged daemon); `launcher`: a command that runs node for it
- * (a seccomp filter); `cwd`: its working directory.
+ * (a seccomp filter); `cwd`: its working directory; `script`: another build's dist/src/main.js (benchmarks' before/after).
  */
 export async function startDaemonProcess(
   dataDir: string,
   env: Record<string, string> = {},
-  as: { uid?: number; gid?: number; launcher?: string[]; cwd?: string } = {},
+  as: { uid?: number; gid?: number; launcher?: string[]; cwd?: string; script?: string } = {},
 ): Promise<{ child: ChildProcess; ready: Record<string, any>; lines: Record<string, any>[]; exited: Promise<number | null> }> {
-  const { launcher = [], ...user } = as;
+  const { launcher = [], script = mainScript, ...user } = as;
   const [command, ...prefix] = launcher.length ? launcher : [process.execPath];
-  const child = spawn(command!, launcher.length ? [...prefix, process.execPath, mainScript] : [mainScript], {
+  const child = spawn(command!, launcher.length ? [...prefix, process.execPath, script] : [script], {
     env: { ...daemonTestEnv(dataDir), GATEWAYD_SET__LOG__REQUESTS: 'false', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     ...user,

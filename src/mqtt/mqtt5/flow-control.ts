@@ -42,6 +42,8 @@ export interface OutboundQuotaHooks {
   expired(packet: QueuedDelivery): void;
   /** The waiting queue was full: the message is not sent on this connection. */
   dropped(packet: QueuedDelivery): void;
+  /** The replay waits for the client's acknowledgements: serve the client meanwhile; returns the end of that. */
+  replayHeld(): () => void;
   now(): number;
 }
 
@@ -59,6 +61,7 @@ export class OutboundQuota {
   private readonly waiting: QueuedDelivery[] = [];
   private head = 0;
   private replayWaiter: (() => void) | undefined;
+  private endReplayHold: (() => void) | undefined;
 
   constructor(
     /** The client's Receive Maximum. */
@@ -98,8 +101,12 @@ export class OutboundQuota {
     return new Promise<void>((resolve) => {
       this.replayWaiter = () => {
         this.replayWaiter = undefined;
+        this.endReplayHold?.();
+        this.endReplayHold = undefined;
         resolve();
       };
+      // aedes' connect sequence waits here: the client must still be read (its acknowledgements free the quota).
+      this.endReplayHold ??= this.hooks.replayHeld();
     });
   }
 

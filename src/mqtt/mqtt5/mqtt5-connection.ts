@@ -11,6 +11,7 @@
 // queue. Only clients that announce a maximum pay for the size check (one serialization, which
 // is then what is written).
 import type { Client } from 'aedes';
+import { serveWhileConnecting } from '../inbound-packets.js';
 import { serializeMqtt5 } from '../outbound-packets.js';
 import type { InboundPacket, OutboundPacket, OutboundResult } from '../packet-types.js';
 import { InboundQuota, OutboundQuota, type DeliverFn, type QueuedDelivery } from './flow-control.js';
@@ -78,6 +79,7 @@ export class Mqtt5Connection implements Mqtt5Features {
         connected: () => c.connected,
         expired: (packet) => this.forgetQueued(packet),
         dropped: () => options.onQueueDrop(),
+        replayHeld: () => serveWhileConnecting(client as never),
         now: Date.now,
       });
       this.quota = quota;

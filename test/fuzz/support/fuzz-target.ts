@@ -29,6 +29,24 @@ export interface FuzzTarget {
    * by what the device declares).
    */
   allowance?(bytes: Uint8Array): number;
+  /**
+   * What the memory oracle counts (default 'heap': the V8 heap and external memory). 'buffers':
+   * the Buffers made while the case runs (Buffer.alloc*): for targets that run a real broker or
+   * gateway on real I/O, whose heap moves with the daemon's own work between the case's awaits.
+   */
+  memory?: 'heap' | 'buffers';
+  /** CPU ms of the fuzzing thread a case of at most 64 KiB may take (default 50, oracles.ts). */
+  maxCaseMs?: number;
+  /** Before the first case (a broker, a gateway, seeds made by openssl); `cases` is read after it. */
+  setup?(): Promise<void>;
+  /** After the last case, also after a failure. */
+  teardown?(): Promise<void>;
+  /**
+   * A check over the whole run once its cases are done, in fuzz and replay mode (a differential
+   * with a slow reference tool over what was accepted); returns lines for the summary, throws an
+   * OracleError whose `bytes` is the case to save.
+   */
+  afterRun?(): Promise<string[]>;
 }
 
 /** An oracle violated by a case: thrown by run() and by the runner's shared checks. */
@@ -36,6 +54,8 @@ export class OracleError extends Error {
   constructor(
     readonly kind: 'escaped' | 'wrong' | 'unsafe' | 'slow' | 'memory',
     message: string,
+    /** The case to save, when the failure is not the running case's (an afterRun differential). */
+    readonly bytes?: Uint8Array,
   ) {
     super(message);
     this.name = 'OracleError';

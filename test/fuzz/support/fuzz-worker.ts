@@ -2,7 +2,8 @@
 // returns (a synchronous loop that does not advance) can be stopped and saved: before each case
 // the worker copies it into shared memory and counts it; the main thread's watchdog sees the
 // count stand still. Modes: `fuzz` (fast-check generates cases for timeMs from `seed`) and
-// `replay` (the given cases, the saved regressions). Posts one result message at the end.
+// `replay` (the given cases, the saved regressions). A target's setup runs before its first case,
+// its afterRun after the last, its teardown in the end. Posts one result message at the end.
 import { parentPort, workerData } from 'node:worker_threads';
 import fc from 'fast-check';
 import { checkCase, checkCaseSync, threadCpuMs } from './oracles.js';
@@ -22,8 +23,32 @@ function started(bytes: Uint8Array): void {
 
 const describe = (err: unknown) => ({ error: err instanceof Error ? `${err.name}: ${err.message}` : String(err), kind: (err as { kind?: string })?.kind ?? 'escaped' });
 
+/** Between cases (setup, afterRun, teardown): the watchdog gives these its start-up time, not a case's. */
+const betweenCases = () => Atomics.store(beat, 1, -1);
+
 async function main(): Promise<WorkerResult> {
   const { target } = (await import(input.module)) as { target: FuzzTarget };
+  betweenCases();
+  await target.setup?.();
+  try {
+    const result = await runCases(target);
+    betweenCases();
+    // The run's own differential (afterRun), when its cases found nothing: in replay mode too, so
+    // that a saved finding of it fails again.
+    if (target.afterRun && (input.mode === 'replay' || result.failures.length === 0)) {
+      try {
+        result.lines = await target.afterRun();
+      } catch (err) {
+        result.failures.push({ bytes: (err as { bytes?: Uint8Array }).bytes ?? new Uint8Array(), ...describe(err) });
+      }
+    }
+    return result;
+  } finally {
+    await target.teardown?.();
+  }
+}
+
+async function runCases(target: FuzzTarget): Promise<WorkerResult> {
   const t0 = performance.now();
   const cpu0 = threadCpuMs();
   let executions = 0;

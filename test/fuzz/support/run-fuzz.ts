@@ -33,6 +33,8 @@ export interface FuzzReport {
   hangs: number;
   /** What failed, and where its bytes were saved. */
   failures: Array<{ kind: string; error: string; file?: string }>;
+  /** What the target's afterRun reported. */
+  lines: string[];
 }
 
 export interface FuzzOptions {
@@ -81,7 +83,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const input: WorkerInput = { module: targetModule(target), mode, seed, timeMs, heartbeat, ...(cases ? { cases } : {}), ...(options.runs ? { runs: options.runs } : {}) };
   const worker = new Worker(workerFile, { workerData: input });
   const t0 = performance.now();
-  const report: FuzzReport = { target, mode, seed, executions: 0, ms: 0, cpuMs: 0, crashes: 0, hangs: 0, failures: [] };
+  const report: FuzzReport = { target, mode, seed, executions: 0, ms: 0, cpuMs: 0, crashes: 0, hangs: 0, failures: [], lines: [] };
   const record = (kind: string, error: string, bytes: Uint8Array, path?: string) => {
     const file = save && mode === 'fuzz' ? saveRegression(target, bytes, { kind, error, seed, ...(path ? { path } : {}) }) : undefined;
     report.failures.push({ kind, error, ...(file ? { file } : {}) });
@@ -98,19 +100,21 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         still = performance.now();
         return;
       }
-      // Before and during its first case the worker loads the target and what it imports lazily (a busy machine takes seconds): not a hang.
-      if (performance.now() - still < (count <= 1 ? STARTUP_MS : hangMs)) return;
-      clearInterval(watchdog);
       const length = Atomics.load(beat, 1);
-      const bytes = new Uint8Array(heartbeat, 8, length).slice();
+      // Before and during its first case, and between cases (a target's setup, afterRun and
+      // teardown: a broker started, openssl asked), the worker gets the start-up time.
+      if (performance.now() - still < (count <= 1 || length < 0 ? STARTUP_MS : hangMs)) return;
+      clearInterval(watchdog);
+      const bytes = new Uint8Array(heartbeat, 8, Math.max(0, length)).slice();
       report.executions = count;
-      record('hang', `a case ran for more than ${hangMs} ms`, bytes);
+      record('hang', length < 0 ? `the target's setup, afterRun or teardown ran for more than ${STARTUP_MS} ms` : `a case ran for more than ${hangMs} ms`, bytes);
       void worker.terminate().then(() => resolve());
     }, Math.max(10, Math.floor(hangMs / 4)));
     worker.once('message', (result: WorkerResult) => {
       clearInterval(watchdog);
       report.executions = result.executions;
       report.cpuMs = result.cpuMs;
+      report.lines = result.lines ?? [];
       for (const f of result.failures) record(f.kind, f.error, f.bytes, f.path);
       void worker.terminate().then(() => resolve());
     });
@@ -118,7 +122,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       clearInterval(watchdog);
       report.executions = Atomics.load(beat, 0);
       const length = Atomics.load(beat, 1);
-      record('escaped', `the worker died: ${err.message}`, new Uint8Array(heartbeat, 8, length).slice());
+      record('escaped', `the worker died: ${err.message}`, new Uint8Array(heartbeat, 8, Math.max(0, length)).slice());
       resolve();
     });
   });

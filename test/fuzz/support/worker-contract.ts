@@ -21,6 +21,8 @@ export interface WorkerResult {
   ms: number;
   /** CPU time the worker's thread spent (ms): executions per CPU second do not depend on the machine's load. */
   cpuMs: number;
+  /** What the target's afterRun reported. */
+  lines?: string[];
 }
 
 /** Bytes of the current case kept for the watchdog (cases beyond are cut: still enough to look at). */
