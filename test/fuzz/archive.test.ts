@@ -38,7 +38,7 @@ describe('archive reader: races and bombs', function () {
     await fsp.writeFile(file, archive);
     await fsp.mkdir(staging);
     // The restore ends (its request closed: the abort) while the store entry waits for statfs,
-    // whose answer is held until the staging directory is gone, as the restore removes it.
+    // whose answer is held: the restore removes the staging directory once the extraction answered.
     let releaseStatfs!: () => void;
     const statfsHeld = new Promise<void>((resolve) => (releaseStatfs = resolve));
     let statfsAsked!: () => void;
@@ -58,9 +58,16 @@ describe('archive reader: races and bombs', function () {
       const outcome = checkAndExtractArchive({ file, destDir: staging, checkManifest: () => {}, bytesPerSecond: 0, signal: abort.signal }).catch((err: unknown) => err);
       await asked;
       abort.abort();
-      expect(String(await outcome)).to.match(/aborted/);
-      await fsp.rm(staging, { recursive: true, force: true });
+      // It answers once nothing of it can touch the staging directory any more: after the free
+      // space came back, with no file opened for the store.
+      let settled = false;
+      void outcome.then(() => (settled = true));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(settled, 'not before its free-space question is answered').to.equal(false);
       releaseStatfs();
+      expect(String(await outcome)).to.match(/aborted/);
+      expect(readdirSync(staging), 'no file opened for the store').to.deep.equal([]);
+      await fsp.rm(staging, { recursive: true, force: true });
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(uncaught.map(String)).to.deep.equal([]);
       expect(readdirSync(dir)).to.deep.equal(['upload']);
