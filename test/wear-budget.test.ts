@@ -94,11 +94,13 @@ describe('commit scheduler with the wear budget (sinon clock, real journal)', fu
   let store: Store;
   let policy: StoragePolicy;
   let clock: sinon.SinonFakeTimers;
-  const realImmediate = setImmediate;
+  const realTimeout = setTimeout;
+  const waiters = new Map<number, Promise<void>>();
   const timings = { holdMs: 1000, commitIntervalMs: 500, backgroundCommitMs: 600_000 };
 
   beforeEach(() => {
     dir = tempDir('gatewayd-budget-');
+    waiters.clear();
     clock = sinon.useFakeTimers({ now: 1_000_000, toFake: ['Date', 'setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate'] });
   });
   afterEach(async () => {
@@ -108,16 +110,30 @@ describe('commit scheduler with the wear budget (sinon clock, real journal)', fu
     rmSync(dir, { recursive: true, force: true });
   });
 
-  /** Runs the fake clock's due callbacks and lets the journal's real I/O finish, until `tag` settles or `ms` of fake time passed. */
-  async function settle(tag: number, ms = 0): Promise<boolean> {
-    const until = Date.now() + ms;
-    for (let i = 0; i < 2000; i++) {
+  /**
+   * Runs what is due on the fake clock without moving it, and lets the journal's real I/O turn,
+   * until `tag` settles or `realMs` of real time passed: true if it settled. A commit's frame is
+   * fsynced for real, which takes what the machine's disk takes (hundreds of ms under a loaded
+   * CI), so a settling is awaited, not counted in turns of the event loop.
+   */
+  async function settles(tag: number, realMs = 10_000): Promise<boolean> {
+    const until = performance.now() + realMs;
+    // Only a settling someone already waits for is awaited: asking whenSettled() is waiting for it,
+    // which the policy answers with a fast commit.
+    const settled = waiters.get(tag);
+    while (performance.now() < until) {
       await clock.tickAsync(0);
       if (!policy.pending(tag)) return true;
-      await new Promise((r) => realImmediate(r));
-      if (Date.now() < until && i % 20 === 19) await clock.tickAsync(Math.min(10, until - Date.now()));
+      await Promise.race([...(settled ? [settled] : []), new Promise((r) => realTimeout(r, 5))]);
     }
+    await clock.tickAsync(0);
     return !policy.pending(tag);
+  }
+  /** No commit starts for `tag` at the clock's present time (the count is taken when a commit starts, before its I/O), nor does it settle within 200 ms of real time. */
+  async function waitsForTheClock(tag: number): Promise<boolean> {
+    const started = policy.stats().commits;
+    const settled = await settles(tag, 200);
+    return !settled && policy.stats().commits === started;
   }
 
   it('a commit per acknowledgement while the budget lasts; once it is spent, one per commit interval; fast again once refilled', async () => {
@@ -131,28 +147,28 @@ describe('commit scheduler with the wear budget (sinon clock, real journal)', fu
       const tag = policy.ticket();
       table.put(`m${n}`, `m${n}`, `message ${n}`, { class: 'prompt', tag });
       n++;
-      void policy.whenSettled(tag);
+      waiters.set(tag, policy.whenSettled(tag));
       return tag;
     };
     for (let i = 0; i < 4; i++) {
       const tag = acknowledge();
-      expect(await settle(tag), `acknowledgement ${i}: at once, no clock time`).to.equal(true);
+      expect(await settles(tag), `acknowledgement ${i}: at once, no clock time`).to.equal(true);
     }
     expect(policy.stats().budget.mode).to.equal('spent');
     expect(lines.filter((l) => l.message === spentLine)).to.have.length(1);
     // Spent: the next waits for the interval after the last commit.
     const slow = acknowledge();
-    expect(await settle(slow), 'not at once').to.equal(false);
+    expect(await waitsForTheClock(slow), 'not at once').to.equal(true);
     await clock.tickAsync(timings.commitIntervalMs - 1);
-    expect(await settle(slow)).to.equal(false);
+    expect(await waitsForTheClock(slow), 'not before the interval').to.equal(true);
     await clock.tickAsync(1);
-    expect(await settle(slow), 'at the interval').to.equal(true);
+    expect(await settles(slow), 'at the interval').to.equal(true);
     expect(policy.stats().journalCommits).to.equal(5);
     // Refilled (a tenth of the allowance at 8,450 B/s: 146 ms): at once again.
     await clock.tickAsync(1000);
     expect(lines.filter((l) => l.message === refilledLine)).to.have.length(1);
     expect(policy.stats().budget.mode).to.equal('fast');
-    expect(await settle(acknowledge()), 'at once again').to.equal(true);
+    expect(await settles(acknowledge()), 'at once again').to.equal(true);
   });
 
   it('writes nobody waits for are not hastened by the budget: they wait for the interval', async () => {
@@ -161,14 +177,14 @@ describe('commit scheduler with the wear budget (sinon clock, real journal)', fu
     const table = policy.table<string>('copies', { keyEncoding: 'ordered-binary' });
     const first = policy.ticket();
     table.put('a', 'a', 'v', { class: 'prompt', tag: first });
-    void policy.whenSettled(first);
-    expect(await settle(first)).to.equal(true);
+    waiters.set(first, policy.whenSettled(first));
+    expect(await settles(first)).to.equal(true);
     const quiet = policy.ticket();
     table.put('b', 'b', 'v', { class: 'prompt', tag: quiet }); // tagged, but nobody calls whenSettled
     await clock.tickAsync(timings.commitIntervalMs - 1);
-    expect(await settle(quiet)).to.equal(false);
+    expect(await waitsForTheClock(quiet)).to.equal(true);
     await clock.tickAsync(1);
-    expect(await settle(quiet)).to.equal(true);
+    expect(await settles(quiet)).to.equal(true);
     // Neither came sooner than the interval allowed (the first after a quiet spell never does).
     expect(policy.stats().fastCommits).to.equal(0);
   });

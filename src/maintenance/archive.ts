@@ -243,14 +243,25 @@ export async function checkAndExtractArchive(options: {
               cb(null, chunk);
             },
           });
-          // The archive may have failed while the free space was asked (a manifest refused
-          // meanwhile): then no file is opened. A stream opened and left unpiped had no 'error'
-          // listener, and the staging directory removed under it ended the process with ENOENT
-          // (found by the archive fuzz target).
+          // The file is opened here, not by the stream: pipeline() may settle before a write
+          // stream's own open does (Node 24, when the archive fails meanwhile), with its error
+          // listeners gone, and that open then met the staging directory removed and ended the
+          // process with ENOENT (found by the archive fuzz target). The archive may also have
+          // failed while the free space was asked (a manifest refused meanwhile): then nothing
+          // is opened at all.
           if (failure) throw failure;
-          const out = createWriteStream(storeFile, { flags: 'wx', mode: 0o600 });
+          const handle = await fsp.open(storeFile, 'wx', 0o600);
+          const out = handle.createWriteStream();
+          const closed = new Promise<void>((resolve) => out.once('close', resolve));
           sinks.push(out);
-          await pipeline(entry as unknown as NodeJS.ReadableStream, tap, throttle(options.bytesPerSecond), out);
+          if (failure) out.destroy();
+          try {
+            await pipeline(entry as unknown as NodeJS.ReadableStream, tap, throttle(options.bytesPerSecond), out);
+          } finally {
+            // Answered only once the file is closed: the caller removes the directory next.
+            out.destroy();
+            await closed;
+          }
           stored = { size, sha256: hash.digest('hex') };
         })().catch((err: unknown) => {
           fail(err);
