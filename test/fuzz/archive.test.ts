@@ -17,7 +17,7 @@ import { fuzzSuite } from './support/fuzz-suite.js';
 import { archiveArb, gzipBomb, manifestFor, tarOf } from './wire/tar-corpus.js';
 import { gzipSync } from 'node:zlib';
 
-fuzzSuite({ target: 'archive', timeMs: 12_000, minPerCpuSecond: 40 });
+fuzzSuite({ target: 'archive', timeMs: 6_000, minPerCpuSecond: 40, minExecutions: 100 });
 
 /** The store's digest but the maintenance status record: a refused restore is recorded there on purpose. */
 const digest = (gw: TestGateway) => storeDigest(gw, (db, key) => db === 'kv' && JSON.stringify(key) === '["maintenance","status"]');

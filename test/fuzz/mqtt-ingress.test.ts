@@ -2,4 +2,4 @@
 // packets of every type (test/fuzz/targets/mqtt-ingress.ts has the inputs and oracles).
 import { fuzzSuite } from './support/fuzz-suite.js';
 
-fuzzSuite({ target: 'mqtt-ingress', timeMs: 15_000, minPerCpuSecond: 100 });
+fuzzSuite({ target: 'mqtt-ingress', timeMs: 8_000, minPerCpuSecond: 100 });

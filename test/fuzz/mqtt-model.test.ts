@@ -2,4 +2,4 @@
 // Fuzz: MQTT sessions against a model (issue 35 B; test/fuzz/targets/mqtt-model.ts).
 import { fuzzSuite } from './support/fuzz-suite.js';
 
-fuzzSuite({ target: 'mqtt-model', timeMs: 10_000, minPerCpuSecond: 20, minExecutions: 20 });
+fuzzSuite({ target: 'mqtt-model', timeMs: 6_000, minPerCpuSecond: 20, minExecutions: 20 });

@@ -2,4 +2,4 @@
 // time, deterministically, is test/openapi-fuzz.test.ts.
 import { fuzzSuite } from './support/fuzz-suite.js';
 
-fuzzSuite({ target: 'rest', timeMs: 10_000, minPerCpuSecond: 20, minExecutions: 30 });
+fuzzSuite({ target: 'rest', timeMs: 6_000, minPerCpuSecond: 20, minExecutions: 30 });
