@@ -251,10 +251,13 @@ export async function checkAndExtractArchive(options: {
           // is opened at all.
           if (failure) throw failure;
           const handle = await fsp.open(storeFile, 'wx', 0o600);
+          if (failure) {
+            await handle.close();
+            throw failure;
+          }
           const out = handle.createWriteStream();
           const closed = new Promise<void>((resolve) => out.once('close', resolve));
           sinks.push(out);
-          if (failure) out.destroy();
           try {
             await pipeline(entry as unknown as NodeJS.ReadableStream, tap, throttle(options.bytesPerSecond), out);
           } finally {

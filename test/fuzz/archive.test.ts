@@ -3,7 +3,7 @@
 // bomb and malformed multipart bodies: a 400/413/415 and nothing changed (the store digest,
 // nothing left in the data directory's temporary place, the lock released), never a 5xx; the
 // real backup of the same gateway is still accepted afterwards (the control).
-import { promises as fsp, readdirSync } from 'node:fs';
+import { promises as fsp, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import fc from 'fast-check';
@@ -73,6 +73,58 @@ describe('archive reader: races and bombs', function () {
       expect(readdirSync(dir)).to.deep.equal(['upload']);
     } finally {
       releaseStatfs();
+      stub.restore();
+      process.removeListener('uncaughtException', onUncaught);
+    }
+  });
+
+  it('answers only once the store file it opened is closed, when the restore is given up while that file opens (Node 24: the ENOENT of an open still under way after the answer, CI seed 2040427612)', async () => {
+    const store = Buffer.from('not a store');
+    const archive = gzipSync(tarOf([{ name: 'manifest.json', type: '0', body: Buffer.from(JSON.stringify(manifestFor(store, DATA_FORMAT_VERSION))) }, { name: 'db/data.mdb', type: '0', body: store }]));
+    const file = join(dir, 'upload');
+    const staging = join(dir, 'staging');
+    await fsp.writeFile(file, archive);
+    await fsp.mkdir(staging);
+    // The store file's open is held; the restore ends (the abort) meanwhile.
+    let releaseOpen!: () => void;
+    const openHeld = new Promise<void>((resolve) => (releaseOpen = resolve));
+    let openAsked!: () => void;
+    const asked = new Promise<void>((resolve) => (openAsked = resolve));
+    const open = fsp.open.bind(fsp);
+    const stub = sinon.stub(fsp, 'open').callsFake(async (...args: Parameters<typeof fsp.open>) => {
+      if (String(args[0]) === join(staging, 'data.mdb')) {
+        openAsked();
+        await openHeld;
+      }
+      return open(...args);
+    });
+    const openIntoStaging = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(join('/proc/self/fd', fd)).startsWith(staging);
+      } catch {
+        return false; // the directory's own descriptor, gone meanwhile
+      }
+    });
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.prependListener('uncaughtException', onUncaught);
+    const abort = new AbortController();
+    try {
+      const outcome = checkAndExtractArchive({ file, destDir: staging, checkManifest: () => {}, bytesPerSecond: 0, signal: abort.signal }).catch((err: unknown) => err);
+      await asked;
+      abort.abort();
+      let settled = false;
+      void outcome.then(() => (settled = true));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(settled, 'not while its file is still opening').to.equal(false);
+      releaseOpen();
+      expect(String(await outcome)).to.match(/aborted/);
+      expect(openIntoStaging(), 'no descriptor left open in the staging directory').to.deep.equal([]);
+      await fsp.rm(staging, { recursive: true, force: true });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(uncaught.map(String)).to.deep.equal([]);
+    } finally {
+      releaseOpen();
       stub.restore();
       process.removeListener('uncaughtException', onUncaught);
     }
