@@ -41,4 +41,13 @@ describe('RabbitMQ test kit', function () {
     expect(node.name).to.match(/^gwd-[0-9a-f]{8}@localhost$/);
     expect(new Set([node.amqpPort, node.mqttPort, node.managementPort, node.distPort]).size).to.equal(4);
   });
+
+  it('answers a command through rabbitmqctl, and gives up on a node that is not running after three attempts with the diagnostics in its first line', async () => {
+    expect(await node.ctl(['list_users', '--silent'])).to.contain('device-1');
+    const started = Date.now();
+    const err = await kit.ctl('gwd-00000000@localhost', ['status']).then(() => undefined, (e: Error) => e);
+    expect(err?.message.split('\n')[0]).to.match(/^rabbitmqctl status failed \(exit 69, attempt 3\): DIAGNOSTICS .*not running/);
+    // Two waits of 2 s between the three attempts.
+    expect(Date.now() - started).to.be.greaterThan(4000);
+  });
 });

@@ -71,6 +71,8 @@ export interface RabbitKit {
   startNode(options?: RabbitNodeOptions): Promise<RabbitNode>;
   /** Makes `joining` a member of `seed`'s cluster (stop_app, join_cluster, start_app). */
   joinCluster(joining: RabbitNode, seed: RabbitNode): Promise<void>;
+  /** rabbitmqctl -n <nodeName> <args> for any node name (also one that is not running). */
+  ctl(nodeName: string, args: string[], timeoutMs?: number): Promise<string>;
   /** Stops every node and the kit's epmd, removes the temp dir. Idempotent. */
   destroy(): Promise<void>;
 }
@@ -159,10 +161,13 @@ export async function startRabbitKit(): Promise<RabbitKit> {
     RABBITMQ_CONF_ENV_FILE: '/dev/null',
   });
 
-  async function ctlAs(nodeName: string, args: string[], timeoutMs = 60_000): Promise<string> {
-    // The CLI is itself a distributed Erlang node: give it a free port of its own.
-    const ctlPort = await freePort();
-    return new Promise((resolve, reject) => {
+  // rabbitmqctl's exit code when it could not reach the node (EX_UNAVAILABLE): on a loaded
+  // 2-core machine the CLI's distribution handshake with a busy node can time out.
+  const CTL_UNREACHABLE = 69;
+  const CTL_ATTEMPTS = 3;
+
+  function ctlOnce(nodeName: string, args: string[], timeoutMs: number, ctlPort: number): Promise<{ code: number; stdout: string; stderr: string; message: string }> {
+    return new Promise((resolve) => {
       execFile(
         join(RABBITMQ_BIN, 'rabbitmqctl'),
         ['-n', nodeName, ...args],
@@ -171,11 +176,38 @@ export async function startRabbitKit(): Promise<RabbitKit> {
           gid: ids.gid,
           cwd: dir,
           timeout: timeoutMs,
-          env: { ...baseEnv(), RABBITMQ_CTL_DIST_PORT_MIN: String(ctlPort), RABBITMQ_CTL_DIST_PORT_MAX: String(ctlPort) },
+          env: {
+            ...baseEnv(),
+            RABBITMQ_CTL_DIST_PORT_MIN: String(ctlPort),
+            RABBITMQ_CTL_DIST_PORT_MAX: String(ctlPort),
+            // The handshake's deadline (7 s by default) is what a CPU-starved node misses.
+            RABBITMQ_CTL_ERL_ARGS: '-kernel net_setuptime 30',
+          },
         },
-        (err, stdout, stderr) => (err ? reject(new Error(`rabbitmqctl ${args.join(' ')} failed: ${stderr || stdout || err.message}`)) : resolve(stdout)),
+        (err, stdout, stderr) => {
+          const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : -1) : 0;
+          resolve({ code, stdout, stderr, message: err?.message ?? '' });
+        },
       );
     });
+  }
+
+  async function ctlAs(nodeName: string, args: string[], timeoutMs = 60_000): Promise<string> {
+    for (let attempt = 1; ; attempt++) {
+      // The CLI is itself a distributed Erlang node: give it a free port of its own.
+      const result = await ctlOnce(nodeName, args, timeoutMs, await freePort());
+      if (result.code === 0) return result.stdout;
+      // Unreachable is the only outcome where nothing was done on the node, so the only one
+      // worth another attempt; every other failure is the command's own answer.
+      if (result.code === CTL_UNREACHABLE && attempt < CTL_ATTEMPTS) {
+        await sleep(2000);
+        continue;
+      }
+      const text = result.stderr || result.stdout || result.message;
+      // The diagnostics first: a failure summary shows only the first line.
+      const diagnostics = text.includes('DIAGNOSTICS') ? text.slice(text.indexOf('DIAGNOSTICS')).replace(/\s+/g, ' ').trim() : '';
+      throw new Error(`rabbitmqctl ${args.join(' ')} failed (exit ${result.code}, attempt ${attempt})${diagnostics ? `: ${diagnostics}` : ''}: ${text}`);
+    }
   }
 
   async function startNode(options: RabbitNodeOptions = {}): Promise<RabbitNode> {
@@ -310,6 +342,7 @@ export async function startRabbitKit(): Promise<RabbitKit> {
     dir,
     nodes,
     startNode,
+    ctl: ctlAs,
     async joinCluster(joining, seed) {
       await joining.ctl(['stop_app']);
       await joining.ctl(['join_cluster', seed.name]);
