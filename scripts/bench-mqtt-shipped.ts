@@ -19,6 +19,7 @@
 // with plain `node` (no flags); gatewayd-before is another build of the daemon, started as its own
 // npm start starts it, from the checkout GATEWAYD_BENCH_BEFORE=<dir> (built, with node_modules). GATEWAYD_BENCH_CPU_PROFILE=<dir>: the daemon
 // and the bare brokers run with --cpu-prof into that directory (a profile of the whole run, written at its stop).
+// GATEWAYD_BENCH_DAEMON_FLAGS: more Node flags for the daemons (e.g. --perf-basic-prof under perf record).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
@@ -123,7 +124,12 @@ async function startDaemon(kind: 'gatewayd' | 'gatewayd-node' | 'gatewayd-before
   const flags = kind === 'gatewayd' ? shippedNodeFlags() : kind === 'gatewayd-before' ? startFlagsOf(home) : [];
   const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
   const snapshotDir = kind === 'gatewayd' ? process.env.GATEWAYD_BENCH_HEAP_SNAPSHOTS : undefined;
-  const diagnostics = [...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : [])];
+  const diagnostics = [
+    ...(profileDir && kind === 'gatewayd' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
+    ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []),
+    // e.g. --perf-basic-prof for `perf record` (the V8 profiler's samples skew towards short native calls).
+    ...(process.env.GATEWAYD_BENCH_DAEMON_FLAGS?.split(/\s+/).filter(Boolean) ?? []),
+  ];
   const child = spawn(process.execPath, [...flags, ...diagnostics, join(home, 'dist/src/main.js')], {
     // The default (1,000/s per connection) would pace the publisher: a throughput limit, not a cost.
     env: daemonEnv(dataDir, ADMIN_PASSWORD, { GATEWAYD_SET__MQTT__MAXPUBLISHESPERSECOND: '1000000000' }),
@@ -185,7 +191,8 @@ export async function startBareAedes(kind: 'aedes-1.2' | 'aedes-2' | 'aedes-2-lm
   // GATEWAYD_BENCH_CPU_PROFILE: profiled as the daemon is, to compare the two (<kind>.cpuprofile).
   const profileDir = process.env.GATEWAYD_BENCH_CPU_PROFILE;
   const profile = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${kind}.cpuprofile`] : [];
-  const child = spawn(process.execPath, [...profile, join(root, 'dist/scripts/bench-bare-aedes.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const flags = process.env.GATEWAYD_BENCH_DAEMON_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...profile, ...flags, join(root, 'dist/scripts/bench-bare-aedes.js'), kind], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
     child.once('exit', (code) => reject(new Error(`${kind} exited with ${code}`)));
