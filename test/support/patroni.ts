@@ -15,11 +15,11 @@
 // (pg_rewind).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { liveGroups, systemUserIds } from './system-processes.js';
+import { freePort } from './free-port.js';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -61,17 +61,8 @@ export interface PgCluster {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
-/** A port free on `host` (bound there on port 0, released). */
-export function freePortOn(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+/** A port free on `host`, below the ephemeral range (test/support/free-port.ts). */
+export const freePortOn = (host: string): Promise<number> => freePort(host);
 
 /** pids whose parent is `ppid` (from /proc). */
 function childrenOf(ppid: number): number[] {
