@@ -75,7 +75,10 @@ export function createPasswordCheck(deps: {
       attempt.succeeded();
       loginCounts.succeeded++;
       // A cache hit renewed its entry itself; a shared derivation's owner remembers it.
-      if (!cached && !sharedYes) verified.remember(user.id, hash, password);
+      if (!cached && !sharedYes) {
+        verified.remember(user.id, hash, password);
+        if (hash !== undefined && hasher.needsRehash?.(hash)) upgradeHash(user, hash, password);
+      }
       return user;
     } finally {
       // Thrown before an outcome (a directory that is down, a store error): not a failed guess.
@@ -101,6 +104,29 @@ export function createPasswordCheck(deps: {
     } finally {
       attempt.release(); // after succeeded(): nothing
     }
+  }
+
+  /** Users whose hash is being re-derived at the current cost (one derivation each at a time). */
+  const upgrading = new Set<string>();
+
+  /**
+   * A password verified against a hash of another cost (auth.passwordHashCost changed) is stored
+   * again at the current one, after the answer: a cost lowered for a fleet's CPU (or raised)
+   * reaches every existing password at its next login, not only at its next change.
+   */
+  function upgradeHash(user: UserRecord, verifiedHash: string, password: string): void {
+    if (upgrading.has(user.id)) return;
+    upgrading.add(user.id);
+    users
+      .rehashPassword(user.id, verifiedHash, password)
+      .then((passwordHash) => {
+        if (passwordHash === undefined) return;
+        // The next connect is answered from the cache, not by a derivation at the new cost.
+        verified.remember(user.id, passwordHash, password);
+        log.info('password hash upgraded to the configured cost', { userId: user.id, username: user.username });
+      })
+      .catch((err: Error) => log.warn('password hash upgrade failed', { userId: user.id, username: user.username, error: err.message }))
+      .finally(() => upgrading.delete(user.id));
   }
 
   function refuse(attempt: Attempt, username: string, via: string, source: string | undefined, identityProvider?: 'ldap'): never {

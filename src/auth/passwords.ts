@@ -7,6 +7,8 @@ const Scrypt = ((ScryptModule as unknown as { default?: typeof ScryptModule }).d
 export interface PasswordHasher {
   hash(password: string): Promise<string>;
   verify(hash: string | undefined, password: string): Promise<boolean>;
+  /** Whether a stored hash was made with other parameters than hash() uses now (auth.passwordHashCost changed since). */
+  needsRehash?(hash: string): boolean;
 }
 
 /**
@@ -26,6 +28,14 @@ export function createPasswordHasher(options: { logN: number; maxConcurrent?: nu
   const hash = (password: string) => gated(async () => Buffer.from(await Scrypt.kdf(password, { logN: options.logN, r: 8, p: 1 })).toString('base64'));
   return {
     hash,
+    needsRehash(stored) {
+      try {
+        const params = Scrypt.viewParams(stored);
+        return params.logN !== options.logN || params.r !== 8 || params.p !== 1;
+      } catch {
+        return false; // not a scrypt-kdf key: verify() refuses it anyway
+      }
+    },
     async verify(stored, password) {
       if (!stored) {
         dummy ??= hash('gatewayd-dummy-password');

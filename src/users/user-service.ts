@@ -401,6 +401,24 @@ export function createUserService(deps: UserServiceDeps) {
       }
     },
 
+    /**
+     * Re-derives a password just verified against `verifiedHash` at the current cost
+     * (auth.passwordHashCost changed since it was set) and stores it, unless the password changed
+     * meanwhile. Nothing else of the user changes: no event, no session ends, updatedAt stays.
+     * A site's record is left alone: its hash is the site's. Resolves the new hash, or undefined.
+     */
+    async rehashPassword(userId: string, verifiedHash: string, password: string): Promise<string | undefined> {
+      if (identity.isSiteRecord('user', userId) || store.users.get(userId)?.passwordHash !== verifiedHash) return undefined;
+      const passwordHash = await hasher.hash(password);
+      const stored = await identity.transaction(() => {
+        const fresh = store.users.get(userId);
+        if (!fresh || fresh.passwordHash !== verifiedHash) return false;
+        store.users.put(userId, { ...fresh, passwordHash });
+        return true;
+      });
+      return stored ? passwordHash : undefined;
+    },
+
     /** The caller's own password; other sessions of the caller end. */
     async changePassword(userId: string, current: string, next: string, keepTokenFingerprint?: string, source?: string): Promise<void> {
       const user = getOrThrow(userId);
