@@ -12,7 +12,7 @@ const listenOn = (port: number, host = '127.0.0.1') =>
   new Promise<Server>((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen({ port, host, exclusive: true }, () => resolve(server));
+    server.listen({ port, host }, () => resolve(server));
   });
 
 describe('free ports for the test kits', () => {

@@ -28,106 +28,105 @@ describe('archive reader: races and bombs', function () {
   beforeEach(() => {
     dir = tempDir('gatewayd-archive-');
   });
-  afterEach(() => fsp.rm(dir, { recursive: true, force: true }));
+  afterEach(async () => {
+    sinon.restore();
+    await fsp.rm(dir, { recursive: true, force: true });
+  });
 
-  it('opens no file for the store once the restore was given up while its free space was asked (an unpiped stream ended the process with ENOENT: archive target, seed 3)', async () => {
+  /** A tiny archive of a manifest and a store file, written to `<dir>/upload`, and an empty `<dir>/staging`. */
+  async function smallArchive(): Promise<{ file: string; staging: string }> {
     const store = Buffer.from('not a store');
     const archive = gzipSync(tarOf([{ name: 'manifest.json', type: '0', body: Buffer.from(JSON.stringify(manifestFor(store, DATA_FORMAT_VERSION))) }, { name: 'db/data.mdb', type: '0', body: store }]));
     const file = join(dir, 'upload');
     const staging = join(dir, 'staging');
     await fsp.writeFile(file, archive);
     await fsp.mkdir(staging);
-    // The restore ends (its request closed: the abort) while the store entry waits for statfs,
-    // whose answer is held: the restore removes the staging directory once the extraction answered.
-    let releaseStatfs!: () => void;
-    const statfsHeld = new Promise<void>((resolve) => (releaseStatfs = resolve));
-    let statfsAsked!: () => void;
-    const asked = new Promise<void>((resolve) => (statfsAsked = resolve));
-    const statfs = fsp.statfs.bind(fsp);
-    const stub = sinon.stub(fsp, 'statfs').callsFake(async (path: Parameters<typeof fsp.statfs>[0]) => {
-      const answer = await statfs(path);
-      statfsAsked();
-      await statfsHeld;
-      return answer as never;
-    });
+    return { file, staging };
+  }
+
+  /** Where a stubbed file system call waits: `reached` once one arrives, `release()` lets it go on. */
+  function holdPoint() {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let arrived!: () => void;
+    const reached = new Promise<void>((resolve) => (arrived = resolve));
+    return { release, released, arrived, reached };
+  }
+
+  /**
+   * Restores `file` into `staging` and gives the restore up (the abort) once `held` is reached:
+   * the answer must wait for the held call (`waitingFor` says which), then be "aborted";
+   * `afterAnswer` checks the staging directory before the caller removes it (as the restore's
+   * caller does), and no error may go uncaught afterwards.
+   */
+  async function abortWhileHeld(file: string, staging: string, held: ReturnType<typeof holdPoint>, waitingFor: string, afterAnswer: () => void): Promise<void> {
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => uncaught.push(err);
     process.prependListener('uncaughtException', onUncaught);
     const abort = new AbortController();
     try {
       const outcome = checkAndExtractArchive({ file, destDir: staging, checkManifest: () => {}, bytesPerSecond: 0, signal: abort.signal }).catch((err: unknown) => err);
-      await asked;
+      await held.reached;
       abort.abort();
-      // It answers once nothing of it can touch the staging directory any more: after the free
-      // space came back, with no file opened for the store.
       let settled = false;
       void outcome.then(() => (settled = true));
       await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(settled, 'not before its free-space question is answered').to.equal(false);
-      releaseStatfs();
+      expect(settled, waitingFor).to.equal(false);
+      held.release();
       expect(String(await outcome)).to.match(/aborted/);
-      expect(readdirSync(staging), 'no file opened for the store').to.deep.equal([]);
+      afterAnswer();
       await fsp.rm(staging, { recursive: true, force: true });
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(uncaught.map(String)).to.deep.equal([]);
-      expect(readdirSync(dir)).to.deep.equal(['upload']);
     } finally {
-      releaseStatfs();
-      stub.restore();
+      held.release();
       process.removeListener('uncaughtException', onUncaught);
     }
+  }
+
+  it('opens no file for the store once the restore was given up while its free space was asked (an unpiped stream ended the process with ENOENT: archive target, seed 3)', async () => {
+    const { file, staging } = await smallArchive();
+    // The store entry waits for statfs, whose answer is held: the restore removes the staging
+    // directory once the extraction answered.
+    const held = holdPoint();
+    const statfs = fsp.statfs.bind(fsp);
+    sinon.stub(fsp, 'statfs').callsFake(async (path: Parameters<typeof fsp.statfs>[0]) => {
+      const answer = await statfs(path);
+      held.arrived();
+      await held.released;
+      return answer as never;
+    });
+    // It answers once nothing of it can touch the staging directory any more: after the free
+    // space came back, with no file opened for the store.
+    await abortWhileHeld(file, staging, held, 'not before its free-space question is answered', () => {
+      expect(readdirSync(staging), 'no file opened for the store').to.deep.equal([]);
+    });
+    expect(readdirSync(dir)).to.deep.equal(['upload']);
   });
 
   it('answers only once the store file it opened is closed, when the restore is given up while that file opens (Node 24: the ENOENT of an open still under way after the answer, CI seed 2040427612)', async () => {
-    const store = Buffer.from('not a store');
-    const archive = gzipSync(tarOf([{ name: 'manifest.json', type: '0', body: Buffer.from(JSON.stringify(manifestFor(store, DATA_FORMAT_VERSION))) }, { name: 'db/data.mdb', type: '0', body: store }]));
-    const file = join(dir, 'upload');
-    const staging = join(dir, 'staging');
-    await fsp.writeFile(file, archive);
-    await fsp.mkdir(staging);
+    const { file, staging } = await smallArchive();
     // The store file's open is held; the restore ends (the abort) meanwhile.
-    let releaseOpen!: () => void;
-    const openHeld = new Promise<void>((resolve) => (releaseOpen = resolve));
-    let openAsked!: () => void;
-    const asked = new Promise<void>((resolve) => (openAsked = resolve));
+    const held = holdPoint();
     const open = fsp.open.bind(fsp);
-    const stub = sinon.stub(fsp, 'open').callsFake(async (...args: Parameters<typeof fsp.open>) => {
+    sinon.stub(fsp, 'open').callsFake(async (...args: Parameters<typeof fsp.open>) => {
       if (String(args[0]) === join(staging, 'data.mdb')) {
-        openAsked();
-        await openHeld;
+        held.arrived();
+        await held.released;
       }
       return open(...args);
     });
-    const openIntoStaging = () => readdirSync('/proc/self/fd').filter((fd) => {
-      try {
-        return readlinkSync(join('/proc/self/fd', fd)).startsWith(staging);
-      } catch {
-        return false; // the directory's own descriptor, gone meanwhile
-      }
-    });
-    const uncaught: unknown[] = [];
-    const onUncaught = (err: unknown) => uncaught.push(err);
-    process.prependListener('uncaughtException', onUncaught);
-    const abort = new AbortController();
-    try {
-      const outcome = checkAndExtractArchive({ file, destDir: staging, checkManifest: () => {}, bytesPerSecond: 0, signal: abort.signal }).catch((err: unknown) => err);
-      await asked;
-      abort.abort();
-      let settled = false;
-      void outcome.then(() => (settled = true));
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(settled, 'not while its file is still opening').to.equal(false);
-      releaseOpen();
-      expect(String(await outcome)).to.match(/aborted/);
+    const openIntoStaging = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(join('/proc/self/fd', fd)).startsWith(staging);
+        } catch {
+          return false; // the directory's own descriptor, gone meanwhile
+        }
+      });
+    await abortWhileHeld(file, staging, held, 'not while its file is still opening', () => {
       expect(openIntoStaging(), 'no descriptor left open in the staging directory').to.deep.equal([]);
-      await fsp.rm(staging, { recursive: true, force: true });
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(uncaught.map(String)).to.deep.equal([]);
-    } finally {
-      releaseOpen();
-      stub.restore();
-      process.removeListener('uncaughtException', onUncaught);
-    }
+    });
   });
 
   it('refuses a 10 GiB gzip bomb (10 MiB of gzip) from its tar header, writing nothing, within a second', async () => {

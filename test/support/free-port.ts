@@ -33,7 +33,7 @@ function bindAndRelease(port: number, host: string): Promise<number | undefined>
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolve(undefined) : reject(err)));
-    server.listen({ port, host, exclusive: true }, () => {
+    server.listen({ port, host }, () => {
       const bound = (server.address() as { port: number }).port;
       server.close(() => resolve(bound));
     });
