@@ -57,6 +57,19 @@ describe('brute force that cannot be raced', function () {
       expect(await connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, reconnectPeriod: 0 }), 'locked').to.not.equal(0);
     });
 
+    it('a CONNECT refused by the lock is one audit line with its reason, not an error line too (a locked-out client cannot double the log)', async () => {
+      const device = await gw.userWith([{ resource: 'locked/#', operation: 'write', context: 'mqtt' }]);
+      const refusedLines = () => gw.logs().filter((l) => l.message === 'mqtt.connect.refused' && l.username === device.username);
+      const max = gw.config.auth.loginThrottle.maxAttempts;
+      for (let i = 0; i < max; i++) expect(await connackCode(gw.ports.mqtt, { username: device.username, password: 'Wrong-Passw0rd!', reconnectPeriod: 0 })).to.equal(4);
+      const errorsBefore = gw.logs().filter((l) => l.level === 'error').length;
+      const linesBefore = refusedLines().length;
+      for (let i = 0; i < 5; i++) expect(await connackCode(gw.ports.mqtt, { username: device.username, password: GOOD_PASSWORD, reconnectPeriod: 0 }), 'locked').to.equal(3);
+      const locked = refusedLines().slice(linesBefore);
+      expect(locked.map((l) => [l.returnCode, l.reason])).to.deep.equal(Array.from({ length: 5 }, () => [3, 'too many failed attempts']));
+      expect(gw.logs().filter((l) => l.level === 'error').slice(errorsBefore)).to.deep.equal([]);
+    });
+
     it('counts the current password of a password change like a login (a token is no unlimited password oracle)', async () => {
       const u = await gw.userWith([http('/api/users/change-password')]);
       const results = await Promise.all(

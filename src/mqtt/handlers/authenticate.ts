@@ -15,7 +15,7 @@ import type tls from 'node:tls';
 import type { Client } from 'aedes';
 import type { BrokerContext } from '../broker-context.js';
 import { stateOf } from '../client-state.js';
-import { connackError, returnCodeFor, type ConnackError } from '../connack-errors.js';
+import { connackError, refusalFor, type ConnackError } from '../connack-errors.js';
 import { recordRefusal } from '../connect-refusals.js';
 import type { ConcurrencyLimiter } from '../limits.js';
 import { peerCertificate } from '../listeners.js';
@@ -80,13 +80,10 @@ export function createAuthenticate(ctx: BrokerContext, { limiter, revocations, s
   function conclude(client: Client, name: string | undefined, since: number, err: unknown, principal: MqttPrincipal | undefined, done: Done): void {
     const st = stateOf(client)!;
     if (err !== null || !principal) {
-      const code = returnCodeFor(err);
-      const reason = code === 4 ? 'bad username or password' : code === 5 ? 'not authorized' : 'authentication failed';
-      if (code === 3) {
-        ctx.log.error('mqtt authentication error', { clientId: client.id, username: name, error: err instanceof Error ? err.message : String(err) });
-      }
-      recordRefusal(ctx, st, { clientId: client.id, username: name, returnCode: code, reason });
-      return done(connackError(code, reason), null);
+      const { returnCode, reason, fault } = refusalFor(err);
+      if (fault) ctx.log.error('mqtt authentication error', { clientId: client.id, username: name, error: err instanceof Error ? err.message : String(err) });
+      recordRefusal(ctx, st, { clientId: client.id, username: name, returnCode, reason });
+      return done(connackError(returnCode, reason), null);
     }
     const revoked = revocations.revokedSince(since, principal);
     if (revoked !== false) {
