@@ -2,7 +2,9 @@
 // length: 90 s of corrupted answers (the issue's measurement) with 20 MQTT fuzz connections at a
 // time, then the same devices' attack without the MQTT fuzz clients (what the southbound side
 // does on its own). GATEWAYD_BENCH_HOSTILE_SECONDS sets the attack's length (a soak: 1800),
-// GATEWAYD_BENCH_HOSTILE_MQTT the fuzz connections at a time.
+// GATEWAYD_BENCH_HOSTILE_MQTT the fuzz connections at a time, GATEWAYD_BENCH_DAEMON_FLAGS more Node
+// flags for the daemon (NODE_OPTIONS), GATEWAYD_BENCH_HOSTILE_DEVICES_ONLY=0 skips the second run,
+// GATEWAYD_BENCH_HEAP_PROFILE=<file> writes V8's sampling heap profile at the attack's fullest heap.
 import { runHostileHarness, type HostileReport } from '../test/support/hostile-harness.js';
 import { runSeed } from '../test/fuzz/support/random.js';
 
@@ -25,10 +27,6 @@ export async function benchHostile(): Promise<Record<string, number>> {
   const mqttConcurrency = Number(process.env.GATEWAYD_BENCH_HOSTILE_MQTT ?? 20);
   const seed = runSeed();
   const log = (l: string) => console.log(`  ${new Date().toISOString()} ${l}`);
-  const both = await runHostileHarness({ seed, corruptMs: seconds * 1000, mqttConcurrency, log });
-  print(`devices and MQTT (${mqttConcurrency} at a time)`, both);
-  const devices = await runHostileHarness({ seed, corruptMs: seconds * 1000, mqttConcurrency: 0, log });
-  print('devices only', devices);
   const figures = (r: HostileReport, p: string) => ({
     [`${p}HealthUnanswered`]: r.health.unanswered,
     [`${p}HealthMaxMs`]: r.health.maxMs,
@@ -39,5 +37,13 @@ export async function benchHostile(): Promise<Record<string, number>> {
     [`${p}ControlChangePercent`]: Number((r.control.change * 100).toFixed(1)),
     [`${p}SlowestRecoveryMs`]: Math.max(...Object.values(r.connections).map((c) => c.recoveredAfterMs ?? Infinity)),
   });
+  const flags = process.env.GATEWAYD_BENCH_DAEMON_FLAGS;
+  const daemonEnv = flags ? { NODE_OPTIONS: flags } : undefined;
+  const heapProfile = process.env.GATEWAYD_BENCH_HEAP_PROFILE;
+  const both = await runHostileHarness({ seed, corruptMs: seconds * 1000, mqttConcurrency, log, daemonEnv, ...(heapProfile ? { heapProfile } : {}) });
+  print(`devices and MQTT (${mqttConcurrency} at a time)`, both);
+  if (process.env.GATEWAYD_BENCH_HOSTILE_DEVICES_ONLY === '0') return { seconds, ...figures(both, 'all') };
+  const devices = await runHostileHarness({ seed, corruptMs: seconds * 1000, mqttConcurrency: 0, log, daemonEnv });
+  print('devices only', devices);
   return { seconds, ...figures(both, 'all'), ...figures(devices, 'devices') };
 }

@@ -3,7 +3,7 @@ import { createLogger, type Logger } from './log/index.js';
 import { createDaemon } from './daemon.js';
 import { upgradeDataDirectory } from './maintenance/data-upgrade.js';
 import { DataFormatError, isStorageFailure } from './store/index.js';
-import { collectWhenIdle, releaseYoungGeneration } from './heap-footprint.js';
+import { capYoungGeneration, collectWhenIdle, releaseYoungGeneration } from './heap-footprint.js';
 import { resumeOptimizer } from './start-up-tiering.js';
 import { wireGateway } from './wiring.js';
 
@@ -90,5 +90,6 @@ export async function main(): Promise<void> {
   });
   resumeOptimizer();
   releaseYoungGeneration();
+  capYoungGeneration();
   collectWhenIdle();
 }

@@ -12,7 +12,7 @@ const MIB = 1024 * 1024;
 // A load whose objects survive a scavenge or two (as module loading's do, and messages in flight).
 const prelude = `
 const v8 = (await import('node:v8')).default;
-const { holdYoungGeneration, releaseYoungGeneration, collectWhenIdle, youngGenerationBytes } = await import(${JSON.stringify(footprint)});
+const { holdYoungGeneration, releaseYoungGeneration, collectWhenIdle, youngGenerationBytes, capYoungGeneration, YOUNG_CEILING_BYTES } = await import(${JSON.stringify(footprint)});
 function load() { let live = []; for (let i = 0; i < 2e6; i++) { live.push({ i, s: 'x' + i }); if (live.length > 200000) live = []; } return live.length; }
 `;
 
@@ -40,6 +40,25 @@ console.log(JSON.stringify({ held, released }));`),
     const r = runs.at(-1)!;
     expect(r.held, JSON.stringify(runs)).to.be.at.most(2 * MIB);
     expect(r.released).to.be.at.least(8 * MIB);
+  });
+
+  // A broker under a sustained load, in short tasks as the daemon runs them: objects that live
+  // for a while (messages in flight, connections) make V8 grow its young generation, to a
+  // maximum it derives from the host's memory (2 × 64 MiB on Node 24 with 24 GiB).
+  const sustainedLoad = `
+const ring = new Array(300000).fill(null); let at = 0; let most = 0;
+const until = Date.now() + 2500;
+await new Promise((resolve) => { const step = () => { for (let i = 0; i < 20000; i++) { ring[at] = { at, s: 'x' + at }; at = (at + 1) % ring.length; } most = Math.max(most, youngGenerationBytes()); if (Date.now() < until) setImmediate(step); else resolve(); }; step(); });
+`;
+
+  it('caps the young generation under load at its ceiling (2 × 8 MiB), where V8 alone grows it past that', () => {
+    const capped = run(`const stop = capYoungGeneration();${sustainedLoad} stop(); console.log(JSON.stringify({ most, ceiling: YOUNG_CEILING_BYTES }));`);
+    const alone = run(`${sustainedLoad} console.log(JSON.stringify({ most }));`);
+    expect(capped.ceiling).to.equal(16 * MIB);
+    expect(alone.most, 'V8 alone').to.be.at.least(32 * MIB);
+    // Grown to the ceiling (a load like this one needs it), and never doubled past it. Node 24's
+    // new space counts a few pages beside its semi-spaces now and then: 16 to 21 MiB were seen.
+    expect(capped.most, JSON.stringify({ capped, alone })).to.be.at.least(16 * MIB).and.below(32 * MIB);
   });
 
   it('leaves a young generation sized on the command line alone', () => {

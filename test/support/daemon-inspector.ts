@@ -15,8 +15,24 @@ export interface HeldMemory {
   resources: Record<string, number>;
 }
 
+/** process.memoryUsage() as it is, no GC first: what a burst has allocated and not yet collected. */
+export interface MemoryUsageSample {
+  heapTotalMiB: number;
+  heapUsedMiB: number;
+  externalMiB: number;
+  arrayBuffersMiB: number;
+  rssMiB: number;
+  /** Committed size of V8's young generation (new_space) and of its old generation (old_space). */
+  newSpaceMiB: number;
+  oldSpaceMiB: number;
+}
+
 export interface DaemonInspector {
   held(): Promise<HeldMemory>;
+  usage(): Promise<MemoryUsageSample>;
+  /** V8's sampling heap profiler: start, then the profile of what is still on the heap (collected or not yet), for a diagnosis. */
+  startSampling(intervalBytes?: number): Promise<void>;
+  samplingProfile(): Promise<unknown>;
   close(): void;
 }
 
@@ -60,6 +76,28 @@ export async function openDaemonInspector(port: number): Promise<DaemonInspector
       const resources: Record<string, number> = {};
       for (const kind of r) resources[kind] = (resources[kind] ?? 0) + 1;
       return { heapUsedMiB: m.heapUsed / MIB, externalMiB: m.external / MIB, heldMiB: (m.heapUsed + m.external) / MIB, heapTotalMiB: m.heapTotal / MIB, rssMiB: m.rss / MIB, resources };
+    },
+    async usage() {
+      const expression = "JSON.stringify({ m: process.memoryUsage(), s: process.getBuiltinModule('node:v8').getHeapSpaceStatistics() })";
+      const result = await call('Runtime.evaluate', { expression, returnByValue: true });
+      const { m, s } = JSON.parse(result.result.value as string) as { m: NodeJS.MemoryUsage; s: Array<{ space_name: string; space_size: number }> };
+      const space = (name: string) => (s.find((x) => x.space_name === name)?.space_size ?? 0) / MIB;
+      return {
+        heapTotalMiB: m.heapTotal / MIB,
+        heapUsedMiB: m.heapUsed / MIB,
+        externalMiB: m.external / MIB,
+        arrayBuffersMiB: m.arrayBuffers / MIB,
+        rssMiB: m.rss / MIB,
+        newSpaceMiB: space('new_space'),
+        oldSpaceMiB: space('old_space'),
+      };
+    },
+    async startSampling(intervalBytes = 16_384) {
+      await call('HeapProfiler.enable');
+      await call('HeapProfiler.startSampling', { samplingInterval: intervalBytes, includeObjectsCollectedByMajorGC: false, includeObjectsCollectedByMinorGC: false });
+    },
+    async samplingProfile() {
+      return (await call('HeapProfiler.getSamplingProfile')).profile;
     },
     close() {
       socket.close();

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 import { startModbusServer, type ModbusTestServer } from '../mapping-support.js';
 import { startCipServer, type CipTestServer } from './cip-server.js';
-import { openDaemonInspector, type HeldMemory } from './daemon-inspector.js';
+import { openDaemonInspector, type HeldMemory, type MemoryUsageSample } from './daemon-inspector.js';
 import { startDaemonWatch, type ConnectionSample, type DaemonWatch } from './daemon-watch.js';
 import { freePort } from './free-port.js';
 import { ADMIN_PASSWORD, GOOD_PASSWORD, startDaemonProcess, tempDir } from './harness.js';
@@ -40,6 +40,8 @@ export interface HostileOptions {
   log?: (line: string) => void;
   /** More environment for the daemon (e.g. NODE_OPTIONS for a profile). */
   daemonEnv?: Record<string, string>;
+  /** Diagnosis: V8's sampling heap profile at the attack's fullest heap is written to this file. */
+  heapProfile?: string;
 }
 
 export interface HostileReport {
@@ -59,6 +61,8 @@ export interface HostileReport {
    * socket or timer kept per connection shows here).
    */
   held: { start: HeldMemory; end: HeldMemory; settledAfterMs: number | undefined };
+  /** process.memoryUsage() asked every second of the attack without a GC: the sample of the highest RSS, and the highest of each figure. */
+  usageDuring: { atPeakRss: MemoryUsageSample | undefined; max: MemoryUsageSample | undefined; samples: number };
   legit: { sent: number; lost: number };
   /** Readings per second of the control device before and during the attack. */
   control: { before: number; during: number; change: number };
@@ -278,7 +282,28 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
     const linesBefore = daemon.lines.length;
     const attackFrom = Date.now();
     const before = snapshot(watch);
+    if (options.heapProfile) await inspector.startSampling();
+    let heapProfileUsedMiB = 0;
+    const usageSamples: MemoryUsageSample[] = [];
+    let asking = false;
+    const usageTimer = setInterval(() => {
+      if (asking) return;
+      asking = true;
+      inspector
+        .usage()
+        .then((u) => {
+          usageSamples.push(u);
+          // The profile at the fullest heap of the attack: what was promoted and not yet collected.
+          if (options.heapProfile && u.heapUsedMiB > heapProfileUsedMiB) {
+            heapProfileUsedMiB = u.heapUsedMiB;
+            void inspector.samplingProfile().then((p) => writeFileSync(options.heapProfile!, JSON.stringify({ heapUsedMiB: u.heapUsedMiB, profile: p })));
+          }
+          if (usageSamples.length % 5 === 0) log(`memory: ${Object.entries(u).map(([k, v]) => `${k.replace(/MiB$/, '')} ${v.toFixed(1)}`).join(', ')} MiB`);
+        }, () => undefined)
+        .finally(() => (asking = false));
+    }, 1000);
     await new Promise((r) => setTimeout(r, options.corruptMs));
+    clearInterval(usageTimer);
     for (const p of Object.values(proxies)) p.corrupt(false);
     await fuzz.stop();
     const attackTo = Date.now();
@@ -372,6 +397,11 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
         }),
       },
       held: { start: heldStart, end: heldEnd, settledAfterMs: heldSettledAfterMs },
+      usageDuring: {
+        atPeakRss: usageSamples.reduce<MemoryUsageSample | undefined>((a, u) => (!a || u.rssMiB > a.rssMiB ? u : a), undefined),
+        max: usageSamples.length === 0 ? undefined : (Object.fromEntries(Object.keys(usageSamples[0]!).map((k) => [k, Math.max(...usageSamples.map((u) => u[k as keyof MemoryUsageSample]))])) as unknown as MemoryUsageSample),
+        samples: usageSamples.length,
+      },
       legit: { sent: legit.sent, lost: lost.length },
       control: { before: controlBefore, during: controlDuring, change: controlDuring / controlBefore - 1 },
       connections,
