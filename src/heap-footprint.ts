@@ -26,13 +26,13 @@
 //   the old generation's share of that load too.
 // - from ready on, the young generation grows under load up to YOUNG_CEILING_BYTES, not to what V8
 //   would size it from the host's memory: V8 derives its maximum from the RAM it sees (2 × 16 MiB
-//   on Node 22, 2 × 64 MiB on Node 24 with 24 GiB), so under the same load the same daemon
-//   would take up to 112 MiB more on a large host than on a gateway. After each collection (a 'gc' performance entry) the
-//   growth factor is set to 1 once the ceiling is reached, and back to 2 once V8 shrank it below
-//   (idle): V8 grows it only inside a scavenge, and only after as many bytes have survived since
-//   its last growth as it holds, so the switch comes between two growths unless a load that
-//   keeps nearly all it allocates made them back to back before the entry arrived (then one
-//   doubling past the ceiling: 32 MiB).
+//   on Node 22, 2 × 64 MiB on Node 24 with 24 GiB), so under the same load the same daemon would
+//   take up to 112 MiB more on a large host than on a gateway. After each collection (a 'gc'
+//   performance entry) the growth factor is set to 1 once the ceiling is reached, and back to 2
+//   once V8 shrank it below (idle): V8 grows it only inside a scavenge, and only after as many
+//   bytes have survived since its last growth as it holds, so the switch comes between two
+//   growths unless a load that keeps nearly all it allocates made them back to back before the
+//   entry arrived (then one doubling past the ceiling: 32 MiB).
 // A command line that sets the young generation itself (an operator's choice) is left alone.
 // Node exposes gc() only behind --expose-gc: set at ready, it shows gc() in a new context only
 // (V8 installs the extension when a context is created), never to the daemon's own modules.
@@ -48,7 +48,7 @@ const CHECK_MS = 10_000;
 const YOUNG_AT_REST_BYTES = 2 * 1024 * 1024;
 /**
  * The young generation's ceiling under load: 2 × 8 MiB. Broker CPU per delivery with it, against
- * Node 24's 2 × 64 MiB on this 24 GiB host: QoS 0 +3 %, QoS 1 the same (docs/footprint.md).
+ * Node 24's 2 × 64 MiB on a 24 GiB host: QoS 0 +6 to +8 %, QoS 1 +0 to +5 % (docs/footprint.md).
  */
 export const YOUNG_CEILING_BYTES = 16 * 1024 * 1024;
 const YOUNG_GENERATION_FLAGS = ['--semi-space-growth-factor', '--max-semi-space-size', '--min-semi-space-size', '--semi-space-size', '--optimize-for-size'];

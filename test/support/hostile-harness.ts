@@ -296,7 +296,10 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
           // The profile at the fullest heap of the attack: what was promoted and not yet collected.
           if (options.heapProfile && u.heapUsedMiB > heapProfileUsedMiB) {
             heapProfileUsedMiB = u.heapUsedMiB;
-            void inspector.samplingProfile().then((p) => writeFileSync(options.heapProfile!, JSON.stringify({ heapUsedMiB: u.heapUsedMiB, profile: p })));
+            inspector.samplingProfile().then(
+              (p) => writeFileSync(options.heapProfile!, JSON.stringify({ heapUsedMiB: u.heapUsedMiB, profile: p })),
+              (err: Error) => log(`heap profile not taken: ${err.message}`),
+            );
           }
           if (usageSamples.length % 5 === 0) log(`memory: ${Object.entries(u).map(([k, v]) => `${k.replace(/MiB$/, '')} ${v.toFixed(1)}`).join(', ')} MiB`);
         }, () => undefined)
