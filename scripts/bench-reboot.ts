@@ -26,11 +26,14 @@
 // (its own first storm and its second). The first check of the password is one scrypt the first
 // connects share (its time on this machine is printed: it bounds the storm's p99 from below).
 // Per round the daemon starts on a data directory prepared once (one user) and ends by SIGKILL.
+// The same storm with the user's session token as password (a fleet's credential: checked by its
+// digest, no derivation) runs beside it, its own daemon started for it.
 //
 // Run: npm run bench -- reboot   (GATEWAYD_BENCH_REBOOT_DEVICES, GATEWAYD_BENCH_REBOOT_ROUNDS;
 // GATEWAYD_BENCH_REBOOT_PARTS=devices,storm; GATEWAYD_BENCH_REBOOT_STORM_ROUNDS, 5;
 // GATEWAYD_BENCH_REBOOT_STORM_HASH_COST: the storm user's auth.passwordHashCost, 15 as shipped;
 // GATEWAYD_BENCH_REBOOT_STORM_FLAGS: more Node flags for the daemon, for an A/B;
+// GATEWAYD_BENCH_REBOOT_STORM_CREDENTIALS=password,token: which storms of gatewayd;
 // GATEWAYD_BENCH_REBOOT_BEFORE=<a built checkout>: that build's daemon stormed too, in the same rounds)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -69,6 +72,7 @@ const stormEnv: Record<string, string> = STORM_HASH_COST === 15 ? {} : { GATEWAY
 const STORM_FLAGS = process.env.GATEWAYD_BENCH_REBOOT_STORM_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
 const BEFORE = process.env.GATEWAYD_BENCH_REBOOT_BEFORE;
 const STORM_USER = { username: 'storm-device', password: 'Storm-Dev1ce-Passw0rd!' };
+const STORM_CREDENTIALS = new Set(process.env.GATEWAYD_BENCH_REBOOT_STORM_CREDENTIALS?.split(',') ?? ['password', 'token']);
 const RETRY_MS = 1000;
 const RETRIES = 5;
 const BATCH = 100;
@@ -242,8 +246,8 @@ const spread = (xs: number[], digits = 0) => {
   return s.length > 1 ? ` (${s[0]!.toFixed(digits)}–${s.at(-1)!.toFixed(digits)})` : '';
 };
 
-/** A data directory with one user allowed devices/#, its password at the daemon's default cost (as bench/mqtt's storm). */
-async function prepareStorm(dataDir: string): Promise<void> {
+/** A data directory with one user allowed devices/#, its password at the daemon's default cost (as bench/mqtt's storm); the user's session token. */
+async function prepareStorm(dataDir: string): Promise<string> {
   const launch: Launch = { name: 'x86-64', command: [process.execPath, ...shippedNodeFlags()], home: root, deadlineMs: 60_000 };
   const { child, ready } = await startDaemon(launch, dataDir, stormEnv);
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -251,6 +255,7 @@ async function prepareStorm(dataDir: string): Promise<void> {
     const call = apiCaller(agent, ready.http, 120_000);
     const admin = (await call('POST', '/api/login', { username: 'admin', password: ADMIN_PASSWORD })).token as string;
     await call('POST', '/api/users', { ...STORM_USER, identityProvider: 'local', initialPermissions: [{ resource: 'devices/#', operation: 'readWrite', context: 'mqtt' }] }, admin);
+    return (await call('POST', '/api/login', { ...STORM_USER, expireTimeInHours: 720 })).token as string;
   } finally {
     agent.destroy();
     await stopDaemon(child, 'SIGTERM');
@@ -274,7 +279,7 @@ const STORM_CONNECTS = 2000;
 const STORM_IN_FLIGHT = 50;
 
 /** bench/mqtt-connect's storm (connectRound): STORM_CONNECTS connects, STORM_IN_FLIGHT at a time, each connect, CONNACK, disconnect. */
-async function connectStorm(port: number, cpuUs: () => number): Promise<StormRound> {
+async function connectStorm(port: number, cpuUs: () => number, password = STORM_USER.password): Promise<StormRound> {
   const started: number[] = [];
   const latencies: number[] = [];
   let firstAck = Infinity;
@@ -285,7 +290,7 @@ async function connectStorm(port: number, cpuUs: () => number): Promise<StormRou
       while (next < STORM_CONNECTS) {
         const i = next++;
         started[i] = performance.now();
-        latencies[i] = await connectOnce(port, STORM_USER.username, STORM_USER.password);
+        latencies[i] = await connectOnce(port, STORM_USER.username, password);
         firstAck = Math.min(firstAck, started[i]! + latencies[i]!);
       }
     }),
@@ -298,15 +303,22 @@ async function connectStorm(port: number, cpuUs: () => number): Promise<StormRou
   return { cpuUsPerConnect: cpu / STORM_CONNECTS, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), p99AfterFirstCheckMs: percentile(after, 99) };
 }
 
-/** The first storm after a start and the one after it: the daemon (as npm start runs it, log at info) and bare aedes 1.2, alternately. */
+type StormKind = 'gatewayd' | 'token' | 'before' | 'aedes';
+
+/** The first storm after a start and the one after it: the daemon (as npm start runs it, log at info; with the password, with the token) and bare aedes 1.2, alternately. */
 async function connectStorms(results: Record<string, number>): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gatewayd-bench-storm-'));
   try {
-    await prepareStorm(dataDir);
+    const token = await prepareStorm(dataDir);
     const launch: Launch = { name: 'x86-64', command: [process.execPath, ...shippedNodeFlags(), ...STORM_FLAGS], home: root, deadlineMs: 120_000 };
     const before: Launch | undefined = BEFORE ? { ...launch, command: [process.execPath, ...shippedNodeFlags()], home: BEFORE } : undefined;
-    const runs: Record<'gatewayd' | 'before' | 'aedes', StormPair[]> = { gatewayd: [], before: [], aedes: [] };
-    const kinds = before ? (['gatewayd', 'aedes', 'before'] as const) : (['gatewayd', 'aedes'] as const);
+    const runs: Record<StormKind, StormPair[]> = { gatewayd: [], token: [], before: [], aedes: [] };
+    const kinds: StormKind[] = [
+      ...(STORM_CREDENTIALS.has('password') ? (['gatewayd'] as const) : []),
+      'aedes',
+      ...(STORM_CREDENTIALS.has('token') ? (['token'] as const) : []),
+      ...(before ? (['before'] as const) : []),
+    ];
     const scryptMs: number[] = [];
     for (let r = 0; r < STORM_ROUNDS; r++) {
       for (const kind of r % 2 ? [...kinds].reverse() : kinds) {
@@ -314,8 +326,9 @@ async function connectStorms(results: Record<string, number>): Promise<void> {
           const { child, ready } = await startDaemon(kind === 'before' ? before! : launch, dataDir, { ...stormEnv, GATEWAYD_LOG_LEVEL: 'info' });
           try {
             const cpu = () => processCpuUs(child.pid!);
-            const first = await connectStorm(ready.mqtt, cpu);
-            const second = await connectStorm(ready.mqtt, cpu);
+            const password = kind === 'token' ? token : STORM_USER.password;
+            const first = await connectStorm(ready.mqtt, cpu, password);
+            const second = await connectStorm(ready.mqtt, cpu, password);
             runs[kind].push({ first, second });
           } finally {
             await stopDaemon(child, 'SIGKILL');
@@ -340,41 +353,56 @@ async function connectStorms(results: Record<string, number>): Promise<void> {
     }
     const range = (xs: number[], digits = 0) => `${median(xs).toFixed(digits)}${spread(xs, digits)}`;
     const pick = (xs: StormPair[], f: (p: StormPair) => number, digits = 0) => range(xs.map(f), digits);
-    console.log(`\nconnect storms after a start: ${STORM_ROUNDS} rounds of 2,000 password connects, 50 in flight, identical credentials (scrypt logN ${STORM_HASH_COST}: ${range(scryptMs)} ms of CPU a derivation here, ${range(scryptMs.map((ms) => (ms * 1000) / STORM_CONNECTS))} µs a connect of the storm)`);
+    console.log(`\nconnect storms after a start: ${STORM_ROUNDS} rounds of 2,000 connects, 50 in flight, identical credentials (scrypt logN ${STORM_HASH_COST}: ${range(scryptMs)} ms of CPU a derivation here, ${range(scryptMs.map((ms) => (ms * 1000) / STORM_CONNECTS))} µs a connect of the storm)`);
     const rows: string[][] = [['', 'storm', 'CPU µs/connect', 'CONNACK p50 ms', 'p99 ms', 'p99 after the first check']];
-    for (const [name, xs] of [['gatewayd', runs.gatewayd], ['aedes 1.2', runs.aedes], ...(before ? [['gatewayd before', runs.before] as const] : [])] as const) {
-      rows.push([name, 'first after start', pick(xs, (p) => p.first.cpuUsPerConnect), pick(xs, (p) => p.first.p50Ms, 1), pick(xs, (p) => p.first.p99Ms), pick(xs, (p) => p.first.p99AfterFirstCheckMs)]);
+    const names: Record<StormKind, string> = { gatewayd: 'gatewayd, password', token: 'gatewayd, session token', aedes: 'aedes 1.2', before: 'gatewayd before' };
+    for (const kind of (['gatewayd', 'token', 'aedes', 'before'] as const).filter((k) => runs[k].length)) {
+      const xs = runs[kind];
+      rows.push([names[kind], 'first after start', pick(xs, (p) => p.first.cpuUsPerConnect), pick(xs, (p) => p.first.p50Ms, 1), pick(xs, (p) => p.first.p99Ms), pick(xs, (p) => p.first.p99AfterFirstCheckMs)]);
       rows.push(['', 'second', pick(xs, (p) => p.second.cpuUsPerConnect), pick(xs, (p) => p.second.p50Ms, 1), pick(xs, (p) => p.second.p99Ms), pick(xs, (p) => p.second.p99AfterFirstCheckMs)]);
     }
     const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
     for (const r of rows) console.log(r.map((cell, c) => (c < 2 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  '));
-    const g1 = median(runs.gatewayd.map((p) => p.first.cpuUsPerConnect));
-    const g2 = median(runs.gatewayd.map((p) => p.second.cpuUsPerConnect));
     const a1 = median(runs.aedes.map((p) => p.first.cpuUsPerConnect));
     const a2 = median(runs.aedes.map((p) => p.second.cpuUsPerConnect));
+    Object.assign(results, { storm_hash_cost: STORM_HASH_COST, storm_scrypt_cpu_ms: median(scryptMs), storm_aedes_first_cpu_us: a1, storm_aedes_second_cpu_us: a2, storm_aedes_first_p99_ms: median(runs.aedes.map((p) => p.first.p99Ms)) });
     // Per round (the rounds alternate, so each pair saw the same background load).
-    const ratios = runs.gatewayd.map((p, i) => p.first.cpuUsPerConnect / runs.aedes[i]!.first.cpuUsPerConnect);
-    // The one derivation the storm's credentials need is a cost of auth.passwordHashCost, not of the connect path: apart.
-    const withoutDerivation = runs.gatewayd.map((p, i) => (p.first.cpuUsPerConnect - (scryptMs[i]! * 1000) / STORM_CONNECTS) / runs.aedes[i]!.first.cpuUsPerConnect);
-    console.log(
-      `gatewayd's first storm / aedes 1.2's first storm: ${median(ratios).toFixed(2)}${spread(ratios, 2)} per round (target ≤ 1.2), ${median(withoutDerivation).toFixed(2)}${spread(withoutDerivation, 2)} without the one derivation; / aedes 1.2's second storm ${(g1 / a2).toFixed(2)}; ` +
-        `gatewayd first / second ${(g1 / g2).toFixed(2)}, aedes 1.2 first / second ${(a1 / a2).toFixed(2)}; gatewayd's first-storm CONNACK p99 ${median(runs.gatewayd.map((p) => p.first.p99Ms)).toFixed(0)} ms (target < 100; the first ${STORM_IN_FLIGHT} connects, ${((100 * STORM_IN_FLIGHT) / STORM_CONNECTS).toFixed(1)} %, wait for one scrypt), after the first check ${median(runs.gatewayd.map((p) => p.first.p99AfterFirstCheckMs)).toFixed(0)} ms`,
-    );
-    Object.assign(results, {
-      storm_gatewayd_first_cpu_us: g1,
-      storm_gatewayd_second_cpu_us: g2,
-      storm_aedes_first_cpu_us: a1,
-      storm_aedes_second_cpu_us: a2,
-      storm_first_ratio_to_aedes_first: median(ratios),
-      storm_first_ratio_to_aedes_first_without_derivation: median(withoutDerivation),
-      storm_hash_cost: STORM_HASH_COST,
-      storm_gatewayd_first_p50_ms: median(runs.gatewayd.map((p) => p.first.p50Ms)),
-      storm_gatewayd_first_p99_ms: median(runs.gatewayd.map((p) => p.first.p99Ms)),
-      storm_gatewayd_first_p99_after_first_check_ms: median(runs.gatewayd.map((p) => p.first.p99AfterFirstCheckMs)),
-      storm_gatewayd_second_p99_ms: median(runs.gatewayd.map((p) => p.second.p99Ms)),
-      storm_aedes_first_p99_ms: median(runs.aedes.map((p) => p.first.p99Ms)),
-      storm_scrypt_cpu_ms: median(scryptMs),
-    });
+    const firstRatios = (kind: StormKind) => runs[kind].map((p, i) => p.first.cpuUsPerConnect / runs.aedes[i]!.first.cpuUsPerConnect);
+    if (runs.gatewayd.length) {
+      const g1 = median(runs.gatewayd.map((p) => p.first.cpuUsPerConnect));
+      const g2 = median(runs.gatewayd.map((p) => p.second.cpuUsPerConnect));
+      const ratios = firstRatios('gatewayd');
+      // The one derivation the storm's credentials need is a cost of auth.passwordHashCost, not of the connect path: apart.
+      const withoutDerivation = runs.gatewayd.map((p, i) => (p.first.cpuUsPerConnect - (scryptMs[i]! * 1000) / STORM_CONNECTS) / runs.aedes[i]!.first.cpuUsPerConnect);
+      console.log(
+        `password: gatewayd's first storm / aedes 1.2's first storm: ${median(ratios).toFixed(2)}${spread(ratios, 2)} per round (target ≤ 1.2), ${median(withoutDerivation).toFixed(2)}${spread(withoutDerivation, 2)} without the one derivation; / aedes 1.2's second storm ${(g1 / a2).toFixed(2)}; ` +
+          `gatewayd first / second ${(g1 / g2).toFixed(2)}, aedes 1.2 first / second ${(a1 / a2).toFixed(2)}; gatewayd's first-storm CONNACK p99 ${median(runs.gatewayd.map((p) => p.first.p99Ms)).toFixed(0)} ms (target < 100; the first ${STORM_IN_FLIGHT} connects, ${((100 * STORM_IN_FLIGHT) / STORM_CONNECTS).toFixed(1)} %, wait for one scrypt), after the first check ${median(runs.gatewayd.map((p) => p.first.p99AfterFirstCheckMs)).toFixed(0)} ms`,
+      );
+      Object.assign(results, {
+        storm_gatewayd_first_cpu_us: g1,
+        storm_gatewayd_second_cpu_us: g2,
+        storm_first_ratio_to_aedes_first: median(ratios),
+        storm_first_ratio_to_aedes_first_without_derivation: median(withoutDerivation),
+        storm_gatewayd_first_p50_ms: median(runs.gatewayd.map((p) => p.first.p50Ms)),
+        storm_gatewayd_first_p99_ms: median(runs.gatewayd.map((p) => p.first.p99Ms)),
+        storm_gatewayd_first_p99_after_first_check_ms: median(runs.gatewayd.map((p) => p.first.p99AfterFirstCheckMs)),
+        storm_gatewayd_second_p99_ms: median(runs.gatewayd.map((p) => p.second.p99Ms)),
+      });
+    }
+    if (runs.token.length) {
+      const ratios = firstRatios('token');
+      const t1 = median(runs.token.map((p) => p.first.cpuUsPerConnect));
+      console.log(
+        `session token: gatewayd's first storm / aedes 1.2's first storm: ${median(ratios).toFixed(2)}${spread(ratios, 2)} per round (target ≤ 1.2); gatewayd first / second ${(t1 / median(runs.token.map((p) => p.second.cpuUsPerConnect))).toFixed(2)}; ` +
+          `first-storm CONNACK p99 ${median(runs.token.map((p) => p.first.p99Ms)).toFixed(0)} ms (target < 100)`,
+      );
+      Object.assign(results, {
+        storm_token_first_cpu_us: t1,
+        storm_token_first_ratio_to_aedes_first: median(ratios),
+        storm_token_first_p99_ms: median(runs.token.map((p) => p.first.p99Ms)),
+        storm_token_second_p99_ms: median(runs.token.map((p) => p.second.p99Ms)),
+      });
+    }
     if (before) {
       const ab = runs.gatewayd.map((p, i) => p.first.cpuUsPerConnect / runs.before[i]!.first.cpuUsPerConnect);
       console.log(`gatewayd / gatewayd before (${BEFORE}), first storm per round: ${median(ab).toFixed(2)}${spread(ab, 2)}; before's first / aedes 1.2's first ${(median(runs.before.map((p) => p.first.cpuUsPerConnect)) / a1).toFixed(2)}, its p99 ${median(runs.before.map((p) => p.first.p99Ms)).toFixed(0)} ms`);
