@@ -8,13 +8,13 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: npm ci's prepare script builds, and the sources are copied only below (the
 # dependencies' layer stays cached while they change); the build runs after them.
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.json tsconfig.runtime.json ./
 COPY config ./config
 COPY src ./src
-COPY test ./test
 COPY scripts ./scripts
 COPY ui ./ui
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+# What the image runs, not the tests (scripts/install.sh builds the same way).
+RUN npm run build:runtime && npm prune --omit=dev --no-audit --no-fund
 
 # Runtime: production dependencies and compiled code only, non-root, tini as PID 1 (it reaps the
 # child processes that restores and openssl start, and forwards SIGTERM).

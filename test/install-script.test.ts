@@ -6,7 +6,7 @@ import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync 
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { tempDir } from './support/harness.js';
+import { ADMIN_PASSWORD, startDaemonProcess, tempDir } from './support/harness.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -26,7 +26,7 @@ describe('scripts/install.sh', function () {
     testBuild: existsSync(join(root, 'dist/test')),
   });
 
-  it('installs the runtime files only, and touches nothing in the checkout', () => {
+  it('installs the runtime files only, and touches nothing in the checkout', async () => {
     const before = checkoutState();
     const prefix = join(dir, 'opt/gatewayd');
     const env = { ...process.env, PREFIX: prefix, ETC_DIR: join(dir, 'etc/gatewayd'), UNIT_DIR: join(dir, 'systemd'), SKIP_SYSTEMD: '1', SKIP_USER: '1' };
@@ -54,6 +54,26 @@ describe('scripts/install.sh', function () {
     expect(statSync(join(dir, 'etc/gatewayd/services')).isDirectory()).to.equal(true);
 
     expect(checkoutState(), 'the checkout is untouched').to.deep.equal(before);
+
+    // What was built for the service (build:runtime, not the tests) is whole: the installed
+    // daemon starts from its own files and answers its API and its web UI.
+    const daemon = await startDaemonProcess(join(dir, 'data'), {}, { script: join(prefix, 'dist/src/main.js'), cwd: prefix });
+    try {
+      const base = `http://127.0.0.1:${daemon.ready.http}`;
+      const health = await fetch(`${base}/health`);
+      expect(health.status).to.equal(200);
+      const page = await fetch(`${base}/`);
+      expect(page.status).to.equal(200);
+      expect(await page.text()).to.include('<div id="app"');
+      // The OpenAPI validators are compiled at build time (dist/src/http/openapi-validators.cjs).
+      const refused = await fetch(`${base}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"admin"}' });
+      expect(refused.status, 'a login without a password').to.equal(400);
+      const login = await fetch(`${base}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: ADMIN_PASSWORD }) });
+      expect(login.status).to.equal(200);
+    } finally {
+      daemon.child.kill('SIGTERM');
+      await daemon.exited;
+    }
   });
 
   it('refuses a Node older than engines', () => {
