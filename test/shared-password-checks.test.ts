@@ -5,7 +5,8 @@
 // derivations are counted with a sinon spy on the gateway's password hasher.
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { GOOD_PASSWORD, startGateway, type TestGateway } from './support/harness.js';
+import { rmSync } from 'node:fs';
+import { GOOD_PASSWORD, startGateway, tempDir, type TestGateway } from './support/harness.js';
 import { connackCode, endAllClients } from './support/mqtt-test-kit.js';
 
 describe('concurrent first password checks', function () {
@@ -64,5 +65,41 @@ describe('concurrent first password checks', function () {
     // still gets in, after its delay, and a correct check resets the count.
     expect(await connackCode(gw.ports.mqtt, { username: 'reboot-e', password: GOOD_PASSWORD })).to.equal(0);
     expect(gw.logs().filter((l) => l.message === 'login failed' && l.username === 'reboot-e')).to.have.length(5);
+  });
+});
+
+// What docs/footprint.md tells fleets to use instead (issue 36): a session token as password is
+// checked by its digest, so a storm of them right after a start costs no derivation at all.
+describe('a storm of session-token connects right after a start', function () {
+  this.timeout(60_000);
+  const dataDir = tempDir();
+  let gw: TestGateway | undefined;
+  after(async () => {
+    await gw?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('50 token connects at once to a gateway just started: no derivation, all accepted; the password beside them: one', async () => {
+    const first = await startGateway({ dataDir, keepDataDir: true });
+    let token: string;
+    try {
+      await first.services.users.create({ username: 'fleet-1', password: GOOD_PASSWORD, identityProvider: 'local', initialPermissions: [{ resource: 'fleet-1/#', operation: 'readWrite', context: 'mqtt' }] });
+      token = await first.login('fleet-1', GOOD_PASSWORD);
+    } finally {
+      await first.stop();
+    }
+    gw = await startGateway({ dataDir, keepDataDir: true });
+    const verify = sinon.spy(gw.services.hasher, 'verify');
+    try {
+      const codes = await Promise.all(Array.from({ length: 50 }, () => connackCode(gw!.ports.mqtt, { username: 'fleet-1', password: token })));
+      expect(codes.every((c) => c === 0), JSON.stringify(codes)).to.equal(true);
+      expect(verify.callCount, 'derivations for 50 token connects').to.equal(0);
+      // The control: the same user's password after the same start costs its derivation.
+      expect(await connackCode(gw.ports.mqtt, { username: 'fleet-1', password: GOOD_PASSWORD })).to.equal(0);
+      expect(verify.callCount).to.equal(1);
+    } finally {
+      verify.restore();
+      await endAllClients();
+    }
   });
 });
