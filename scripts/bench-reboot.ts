@@ -403,7 +403,7 @@ async function connectStorms(results: Record<string, number>): Promise<void> {
         storm_token_second_p99_ms: median(runs.token.map((p) => p.second.p99Ms)),
       });
     }
-    if (before) {
+    if (before && runs.gatewayd.length) {
       const ab = runs.gatewayd.map((p, i) => p.first.cpuUsPerConnect / runs.before[i]!.first.cpuUsPerConnect);
       console.log(`gatewayd / gatewayd before (${BEFORE}), first storm per round: ${median(ab).toFixed(2)}${spread(ab, 2)}; before's first / aedes 1.2's first ${(median(runs.before.map((p) => p.first.cpuUsPerConnect)) / a1).toFixed(2)}, its p99 ${median(runs.before.map((p) => p.first.p99Ms)).toFixed(0)} ms`);
       results.storm_first_ratio_to_before = median(ab);
