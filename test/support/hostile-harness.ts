@@ -302,7 +302,7 @@ export async function runHostileHarness(options: HostileOptions): Promise<Hostil
             );
           }
           if (usageSamples.length % 5 === 0) log(`memory: ${Object.entries(u).map(([k, v]) => `${k.replace(/MiB$/, '')} ${v.toFixed(1)}`).join(', ')} MiB`);
-        }, () => undefined)
+        }, (err: Error) => log(`memory sample not taken: ${err.message}`))
         .finally(() => (asking = false));
     }, 1000);
     await new Promise((r) => setTimeout(r, options.corruptMs));
